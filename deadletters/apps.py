@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DeadLettersConfig(AppConfig):
+    name = "deadletters"
+    verbose_name = "Dead letters"

@@ -1,0 +1,64 @@
+"""Exceptions report code raises, and the rule that decides retry versus dead."""
+
+import requests
+from django.db import DatabaseError
+from rq.timeouts import JobTimeoutException
+
+
+class ReportError(Exception):
+    """Base for errors a report kind raises on purpose."""
+
+
+class PermanentError(ReportError):
+    """No retry can fix this: the task goes straight to dead."""
+
+
+class TransientError(ReportError):
+    """Worth another attempt after a backoff."""
+
+
+class InvalidParams(PermanentError):
+    """Params that fail a kind's validation; `field` names the offending key."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class LeaseExpired(TransientError):
+    """The worker running an attempt stopped heartbeating (killed, OOM, deploy)."""
+
+
+# Programming and data errors do not heal by waiting.
+_PERMANENT = (PermanentError, ValueError, TypeError, LookupError, NotImplementedError, ArithmeticError)
+# Network, timeouts, database hiccups and RuntimeError-style failures often do.
+_TRANSIENT = (
+    TransientError,
+    JobTimeoutException,
+    requests.ConnectionError,
+    requests.Timeout,
+    ConnectionError,
+    TimeoutError,
+    DatabaseError,
+    RuntimeError,
+    OSError,
+)
+
+
+def is_retriable(exc: BaseException) -> bool:
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        return status == 429 or status >= 500
+    if isinstance(exc, _TRANSIENT):
+        return True
+    if isinstance(exc, _PERMANENT):
+        return False
+    # Unknown errors get the benefit of the doubt; the attempt budget bounds the cost.
+    return True
+
+
+def error_type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"

@@ -1,0 +1,69 @@
+"""The RQ job: claim, generate, complete or fail. All state lives in the database."""
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+from django.conf import settings
+from rq import get_current_job
+from rq.timeouts import JobTimeoutException
+
+from reports.errors import PermanentError
+from reports.kinds import get_kind
+from reports.kinds.base import RunContext
+from reports.models import AttemptOutcome
+from reports.services import FailureInfo, claim_task, complete_task, record_attempt_failure
+
+logger = logging.getLogger(__name__)
+
+
+def _worker_name() -> str:
+    job = get_current_job()
+    name = getattr(job, "worker_name", None) if job else None
+    return f"{name or socket.gethostname()} pid {os.getpid()}"
+
+
+def attempt_output_dir(public_id: str, attempt: int) -> Path:
+    return Path(settings.MEDIA_ROOT) / "reports" / public_id / f"attempt-{attempt}"
+
+
+def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
+    if args or kwargs or type(task_id) is not int or type(attempt) is not int or attempt < 1:
+        # Someone pushed a job we did not write; dropping it keeps the worker alive.
+        logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
+        return "malformed"
+    task = claim_task(task_id=task_id, attempt=attempt, worker=_worker_name())
+    if task is None:
+        logger.info("phantom delivery of task %s attempt %s ignored", task_id, attempt)
+        return "phantom"
+    public_id = str(task.public_id)
+    ctx = RunContext(
+        task_id=task.pk,
+        public_id=public_id,
+        attempt=attempt,
+        output_dir=attempt_output_dir(public_id, attempt),
+    )
+    try:
+        kind = get_kind(task.kind)
+        if kind is None:
+            raise PermanentError(f"report kind {task.kind!r} is not installed on this worker")
+        path = kind.generate(task.params, ctx)
+    except JobTimeoutException as exc:
+        record_attempt_failure(
+            task_id=task_id,
+            attempt=attempt,
+            failure=FailureInfo.from_exception(exc),
+            outcome=AttemptOutcome.TIMEOUT,
+        )
+        return "timeout"
+    except Exception as exc:  # classified by is_retriable; the timeout is handled above
+        record_attempt_failure(task_id=task_id, attempt=attempt, failure=FailureInfo.from_exception(exc))
+        return "failed"
+    relative = str(Path(path).relative_to(settings.MEDIA_ROOT)) if path else ""
+    if not complete_task(task_id=task_id, attempt=attempt, output_file=relative):
+        # A newer attempt owns the task: this late output must not stand beside its file.
+        if path:
+            Path(path).unlink(missing_ok=True)
+        return "fenced"
+    return "done"

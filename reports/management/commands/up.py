@@ -1,0 +1,139 @@
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from config.embedded_redis import RedisServer
+
+
+class Command(BaseCommand):
+    help = (
+        "Start the whole system in the foreground: an embedded redis-server (unless REDIS_URL is set), "
+        "migrations, an admin login, demo data, the web server, RQ workers with the scheduler, the reaper "
+        "and the alert sender. Ctrl-C stops everything."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--addr", default="127.0.0.1:8000", help="web address (default %(default)s)")
+        parser.add_argument(
+            "--workers", type=int, default=2, help="RQ worker processes (default %(default)s)"
+        )
+        parser.add_argument("--no-seed", action="store_true", help="skip the demo orders")
+
+    def handle(self, *args, addr, workers, no_seed, **options):
+        redis_server = None
+        env = dict(os.environ)
+        if not os.environ.get("REDIS_URL"):
+            redis_server = RedisServer(
+                settings.VAR_DIR / "redis", unix_socket=settings.EMBEDDED_REDIS_SOCKET
+            ).start()
+            self.stdout.write(f"embedded redis-server on {redis_server.url}")
+        try:
+            call_command("migrate", verbosity=0, interactive=False)
+            password = self._ensure_admin()
+            if not no_seed:
+                call_command("seed_demo_data", rows=10_000, if_empty=True, verbosity=0)
+            manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+            commands = {"web": manage + ["runserver", addr, "--noreload"]}
+            for n in range(1, workers + 1):
+                commands[f"worker{n}"] = manage + [
+                    "rqworker",
+                    *settings.REPORT_QUEUES,
+                    "--with-scheduler",
+                    "--name",
+                    f"{os.uname().nodename}-{os.getpid()}-{n}",
+                ]
+            commands["reaper"] = manage + ["reap_tasks", "--loop"]
+            commands.update(self.extra_processes(manage))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"console: http://{addr}/console/  login: admin / {password}"
+                    + (
+                        ""
+                        if password != "(unchanged)"
+                        else "  (password kept from before; see var/admin_password)"
+                    )
+                )
+            )
+            self._supervise(commands, env)
+        finally:
+            if redis_server:
+                redis_server.stop()
+
+    def extra_processes(self, manage):
+        """Further long-running duties (the alert sender) as name -> argv."""
+        from django.apps import apps
+
+        extra = {}
+        if apps.is_installed("deadletters"):
+            from django.core.management import get_commands
+
+            if "send_alerts" in get_commands():
+                extra["alerts"] = manage + ["send_alerts", "--loop"]
+        return extra
+
+    def _ensure_admin(self) -> str:
+        user_model = get_user_model()
+        password_file = settings.VAR_DIR / "admin_password"
+        if user_model.objects.filter(username="admin").exists():
+            return password_file.read_text().strip() if password_file.exists() else "(unchanged)"
+        password = os.environ.get("CONSOLE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        user_model.objects.create_superuser("admin", "admin@example.invalid", password)
+        password_file.write_text(password)
+        password_file.chmod(0o600)
+        return password
+
+    def _supervise(self, commands: dict[str, list[str]], env: dict[str, str]) -> None:
+        processes: dict[str, subprocess.Popen] = {}
+        width = max(map(len, commands))
+        lock = threading.Lock()
+
+        def pump(name, stream):
+            for line in iter(stream.readline, ""):
+                with lock:
+                    sys.stdout.write(f"{name:<{width}} | {line}")
+                    sys.stdout.flush()
+
+        for name, argv in commands.items():
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            processes[name] = proc
+            threading.Thread(target=pump, args=(name, proc.stdout), daemon=True).start()
+
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        exit_code = 0
+        while not stop.is_set():
+            for name, proc in processes.items():
+                if proc.poll() is not None:
+                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything")
+                    exit_code = 1
+                    stop.set()
+                    break
+            stop.wait(0.5)
+        for proc in processes.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in processes.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        if exit_code:
+            raise SystemExit(exit_code)

@@ -1,0 +1,112 @@
+import uuid
+
+from django.db import models
+
+
+class TaskStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    DONE = "done"
+    DEAD = "dead"
+
+
+class Priority(models.TextChoices):
+    HIGH = "high"
+    DEFAULT = "default"
+    LOW = "low"
+
+
+class ReportTask(models.Model):
+    """One report a client asked for. The row is the truth; RQ jobs only carry (id, attempt)."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    kind = models.CharField(max_length=64)
+    params = models.JSONField(default=dict)
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.DEFAULT)
+    status = models.CharField(max_length=10, choices=TaskStatus.choices, default=TaskStatus.PENDING)
+    # Monotonic across replays: it is the fencing token and part of every RQ job id,
+    # so a replayed task never reuses an attempt number (or a job id).
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField()
+    timeout_seconds = models.PositiveIntegerField()
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    submitted_by = models.CharField(max_length=150, blank=True)
+    last_error = models.TextField(blank=True)
+    output_file = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    next_retry_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="task_status_created"),
+            models.Index(fields=["kind", "status"], name="task_kind_status"),
+            # The reaper's two scans: expired leases and overdue pending/retrying tasks.
+            models.Index(fields=["status", "lease_expires_at"], name="task_status_lease"),
+            models.Index(fields=["status", "next_retry_at"], name="task_status_next_retry"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(attempt__lte=models.F("max_attempts")), name="task_attempt_within_budget"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.public_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in (TaskStatus.DONE, TaskStatus.DEAD)
+
+    @property
+    def attempts_left(self) -> int:
+        return max(self.max_attempts - self.attempt, 0)
+
+    def job_id(self, attempt: int) -> str:
+        return f"report-{self.pk}-{attempt}"
+
+
+class AttemptOutcome(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    ABANDONED = "abandoned"
+
+
+class TaskAttempt(models.Model):
+    task = models.ForeignKey(ReportTask, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    worker = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices, default=AttemptOutcome.RUNNING)
+    error_type = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    duration_seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["task", "number"], name="attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.task_id}: {self.outcome}"
+
+
+class Order(models.Model):
+    """Demo sales data that the sales_summary report aggregates (`manage.py seed_demo_data`)."""
+
+    ordered_at = models.DateTimeField(db_index=True)
+    region = models.CharField(max_length=32)
+    product = models.CharField(max_length=64)
+    customer = models.CharField(max_length=64)
+    quantity = models.PositiveIntegerField()
+    unit_price = models.DecimalField(max_digits=10, decimal_places=2)
+
+    def __str__(self) -> str:
+        return f"order {self.pk} {self.region} {self.product}"

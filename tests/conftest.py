@@ -1,0 +1,193 @@
+"""Shared fixtures: a real redis-server per test session, real worker processes, a real database.
+
+Nothing here fakes Redis or the ORM. Worker processes share the test database (a file for
+SQLite, the test database for PostgreSQL), so tests that run them use `transactional_db`.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from config.embedded_redis import RedisServer
+from reports import queueing
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def wait_until(predicate, *, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    """Poll until predicate() is truthy; fail with `message` at the deadline. Returns the value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    settings.REDIS_URL = server.url
+    for config in settings.RQ_QUEUES.values():
+        config["URL"] = server.url
+    queueing._redis.cache_clear()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def redis_conn(redis_server):
+    """A clean Redis for every test."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def media_root(tmp_path, settings):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.ARCHIVE_DIR = tmp_path / "archive"
+    return settings.MEDIA_ROOT
+
+
+def horse_pid_of_running_attempt(task) -> int:
+    """The work-horse running the task's current attempt: claim_task records its pid."""
+    from reports.models import AttemptOutcome
+
+    attempt = task.attempts.get(number=task.attempt, outcome=AttemptOutcome.RUNNING)
+    return int(attempt.worker.rsplit("pid ", 1)[1])
+
+
+def database_url_for_subprocesses() -> str:
+    """The URL of the database this test session uses (the test database, not the configured one)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = quote(db.get("USER") or "")
+    password = quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def subprocess_env(transactional_db, redis_server, media_root, settings):
+    """Factory for the environment of worker/reaper processes: same database, Redis, media root
+    and policy settings as this test has at the moment of the call."""
+    return lambda: _subprocess_env(redis_server, media_root, settings)
+
+
+def _subprocess_env(redis_server, media_root, settings):
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE",)}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=database_url_for_subprocesses(),
+        REDIS_URL=redis_server.url,
+        MEDIA_ROOT=str(media_root),
+        VAR_DIR=str(settings.VAR_DIR),
+        REPORT_RETRY_BACKOFF=",".join(str(s) for s in settings.REPORT_RETRY_BACKOFF),
+        REPORT_RETRY_JITTER=str(settings.REPORT_RETRY_JITTER),
+        REPORT_LEASE_GRACE=str(settings.REPORT_LEASE_GRACE),
+        REPORT_MAX_ATTEMPTS=str(settings.REPORT_MAX_ATTEMPTS),
+        REPORT_JOB_TIMEOUT=str(settings.REPORT_JOB_TIMEOUT),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class WorkerProcess:
+    """`manage.py rqworker` as a real child process, killable like production would see it."""
+
+    def __init__(
+        self, env: dict, log_path: Path, *, name: str, queues=("high", "default", "low"), scheduler=True
+    ):
+        self.name = name
+        self.log_path = log_path
+        argv = [sys.executable, str(BASE_DIR / "manage.py"), "rqworker", *queues, "--name", name]
+        if scheduler:
+            argv.append("--with-scheduler")
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            argv, cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, conn: redis.Redis, timeout: float = 30.0) -> "WorkerProcess":
+        key = f"rq:worker:{self.name}".encode()
+        wait_until(
+            lambda: key in conn.smembers("rq:workers") or self.process.poll() is not None,
+            timeout=timeout,
+            message=f"worker {self.name} to register",
+        )
+        if self.process.poll() is not None:
+            raise AssertionError(f"worker {self.name} exited early:\n{self.output()}")
+        return self
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.process.poll() is None:
+            os.kill(self.pid, sig)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(10)
+        self.log.close()
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+
+@pytest.fixture
+def start_worker(subprocess_env, redis_conn, tmp_path, request):
+    """Factory: start_worker(**env) starts a worker process and waits until it listens."""
+    started: list[WorkerProcess] = []
+
+    def start(*, scheduler=True, queues=("high", "default", "low"), **env_overrides) -> WorkerProcess:
+        env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
+        name = f"test-worker-{len(started) + 1}-{os.getpid()}"
+        worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler)
+        started.append(worker)
+        return worker.wait_ready(redis_conn)
+
+    yield start
+    for worker in started:
+        worker.stop()
+        if getattr(request.node, "rep_call_failed", False):
+            print(f"--- log of {worker.name} ---\n{worker.output()[-6000:]}")
+
+
+@pytest.fixture
+def fast_retries(settings):
+    """No backoff, so retry chains finish in test time (the backoff itself has its own test)."""
+    settings.REPORT_RETRY_BACKOFF = (0.0,)
+    settings.REPORT_RETRY_JITTER = 0.0
+    return settings
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.rep_call_failed = report.failed
+    return report
