@@ -6,5 +6,6 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
     path("admin/", admin.site.urls),
     path("report/", include("reports.urls")),
+    path("console/", include("django.contrib.auth.urls")),
     path("console/", include("deadletters.urls")),
 ]

@@ -1,3 +1,4 @@
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -36,6 +37,10 @@ class DeadLetter(models.Model):
     replayed_by = models.CharField(max_length=150, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     discarded_at = models.DateTimeField(null=True, blank=True)
+    # The bulk action that replayed this letter, so the bulk can watch what its replays led to.
+    replayed_in = models.ForeignKey(
+        "BulkAction", null=True, blank=True, on_delete=models.SET_NULL, related_name="replayed_letters"
+    )
 
     class Meta:
         indexes = [
@@ -74,3 +79,120 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor or 'system'} {self.action}"
+
+
+class AlertStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # no robot configured: recorded, visible, nothing sent
+
+
+class AlertCategory(models.TextChoices):
+    DEAD_LETTER = "dead_letter"
+    BATCH_SUMMARY = "batch_summary"
+    TEST = "test"
+
+
+class AlertMessage(models.Model):
+    """One message to the DingTalk robot: a single alert or a digest of many.
+
+    Resends reuse msg_uuid so DingTalk can drop a duplicate after a crash between
+    send and mark-sent. The stored body never contains the webhook token or secret.
+    """
+
+    msg_uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    is_digest = models.BooleanField(default=False)
+    title = models.CharField(max_length=200)
+    body = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_errcode = models.IntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="alertmsg_status_next")]
+
+    def __str__(self) -> str:
+        return f"alert message {self.msg_uuid} ({self.status})"
+
+
+class Alert(models.Model):
+    """Outbox row written in the same transaction as the event it reports."""
+
+    category = models.CharField(max_length=20, choices=AlertCategory.choices, default=AlertCategory.DEAD_LETTER)
+    dead_letter = models.ForeignKey(
+        DeadLetter, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    batch = models.ForeignKey(
+        "reports.ReportBatch", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    fingerprint = models.CharField(max_length=40, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
+    message = models.ForeignKey(
+        AlertMessage, null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"], name="alert_status_created")]
+
+    def __str__(self) -> str:
+        return f"alert {self.pk} {self.category} ({self.status})"
+
+
+class BulkActionKind(models.TextChoices):
+    REPLAY = "replay"
+    ARCHIVE = "archive"
+    DISCARD = "discard"
+    RESTORE = "restore"
+
+
+class BulkActionStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class BulkAction(models.Model):
+    """A background action over many dead letters: a selection (ids) or a saved filter."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    action = models.CharField(max_length=10, choices=BulkActionKind.choices)
+    status = models.CharField(max_length=10, choices=BulkActionStatus.choices, default=BulkActionStatus.PENDING)
+    filters = models.JSONField(default=dict, blank=True)
+    selected_ids = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=150, blank=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    total = models.PositiveIntegerField(default=0)
+    processed = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+    # Keyset cursor: a resumed or restarted run carries on after the last id it handled.
+    last_processed_id = models.BigIntegerField(default=0)
+    rate_per_second = models.FloatField(default=0)
+    pause_threshold = models.FloatField(default=0)
+    paused_reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"bulk {self.action} {self.public_id} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total else min(100, int(self.processed * 100 / self.total))

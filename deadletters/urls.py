@@ -1,9 +1,9 @@
-from django.urls import path
-
-from deadletters import views
+from django.urls import include, path
 
 app_name = "console"
 
+# Pages (read side) and actions (state changes) live in separate modules so each stays small.
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
+    path("", include("deadletters.urls_pages")),
+    path("", include("deadletters.urls_actions")),
 ]

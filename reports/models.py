@@ -17,6 +17,57 @@ class Priority(models.TextChoices):
     LOW = "low"
 
 
+class BatchStatus(models.TextChoices):
+    OPEN = "open"
+    COMPLETED = "completed"
+
+
+class ReportBatch(models.Model):
+    """Many tasks submitted together. Progress is counted from its tasks, never stored here."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=200, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    submitted_by = models.CharField(max_length=150, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    summary_alerted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"], name="batch_status_created")]
+
+    def __str__(self) -> str:
+        return f"batch {self.public_id} ({self.status})"
+
+
+class PausedKind(models.Model):
+    """A report kind whose claims are deferred (not failed, no attempt used) until resumed."""
+
+    kind = models.CharField(max_length=64, unique=True)
+    paused_at = models.DateTimeField(auto_now_add=True)
+    paused_by = models.CharField(max_length=150, blank=True)
+    reason = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} paused"
+
+
+class ApiToken(models.Model):
+    """A client's bearer token for the JSON API; only its SHA-256 is stored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"API token {self.name} ({self.prefix}...)"
+
+
 class ReportTask(models.Model):
     """One report a client asked for. The row is the truth; RQ jobs only carry (id, attempt)."""
 
@@ -32,6 +83,7 @@ class ReportTask(models.Model):
     timeout_seconds = models.PositiveIntegerField()
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     submitted_by = models.CharField(max_length=150, blank=True)
+    batch = models.ForeignKey(ReportBatch, null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
     last_error = models.TextField(blank=True)
     output_file = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -48,6 +100,7 @@ class ReportTask(models.Model):
             # The reaper's two scans: expired leases and overdue pending/retrying tasks.
             models.Index(fields=["status", "lease_expires_at"], name="task_status_lease"),
             models.Index(fields=["status", "next_retry_at"], name="task_status_next_retry"),
+            models.Index(fields=["batch", "status"], name="task_batch_status"),
         ]
         constraints = [
             models.CheckConstraint(

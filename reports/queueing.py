@@ -2,7 +2,7 @@
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
 import django_rq
@@ -48,6 +48,9 @@ def enqueue_attempt(
     if at is None:
         queue.enqueue_call(JOB_FUNC, args=(task_id, attempt), timeout=timeout, **options)
     else:
+        # RQ's scheduler keeps whole-second scores; rounding up keeps the backoff a minimum.
+        if at.microsecond:
+            at = at.replace(microsecond=0) + timedelta(seconds=1)
         queue.enqueue_at(at, JOB_FUNC, task_id, attempt, job_timeout=timeout, **options)
     return options["job_id"]
 

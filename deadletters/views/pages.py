@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.shortcuts import render
 
 
 @login_required
 def dashboard(request):
-    return HttpResponse("console")
+    return render(request, "deadletters/dashboard.html", {})

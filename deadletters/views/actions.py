@@ -1,0 +1,1 @@
+"""Console views that change state: each validates, calls a service, and redirects or renders."""
