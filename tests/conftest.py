@@ -192,3 +192,73 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":
         item.rep_call_failed = report.failed
     return report
+
+
+# --- Browser (Playwright driving Debian's chromium) ------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def _playwright_browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does this)")
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests
+    # make between page actions are still synchronous and safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(_playwright_browser, live_server):
+    """A fresh browser context per test; `page.base_url` is the live server's address."""
+    context = _playwright_browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def operator(transactional_db, django_user_model):
+    """A staff user in the Operators group (view, replay, archive/discard) with a known password."""
+    user = django_user_model.objects.create_user("operator", "op@example.invalid", "operator-pass-1", is_staff=True)
+    user.groups.add(operators_group())
+    return user
+
+
+def operators_group():
+    """The group the data migration creates; transactional tests flush it, so re-create it the same way."""
+    import importlib
+
+    from django.contrib.auth.models import Group, Permission
+
+    migration = importlib.import_module("deadletters.migrations.0002_operators_group")
+    group, _ = Group.objects.get_or_create(name="Operators")
+    for app_label, codename in migration.OPERATOR_PERMISSIONS:
+        group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return group
+
+
+def browser_login(page, username="operator", password="operator-pass-1", next_path="/console/"):
+    page.goto(f"/console/login/?next={next_path}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
