@@ -4,6 +4,7 @@ Nothing here fakes Redis or the ORM. Worker processes share the test database (a
 SQLite, the test database for PostgreSQL), so tests that run them use `transactional_db`.
 """
 
+import itertools
 import os
 import signal
 import subprocess
@@ -145,18 +146,21 @@ class WorkerProcess:
             self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait(10)
+        # The whole group: a parent killed earlier can leave its horse and scheduler behind.
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(10)
         self.log.close()
 
     def output(self) -> str:
         if not self.log.closed:
             self.log.flush()
         return self.log_path.read_text()
+
+
+_worker_numbers = itertools.count(1)
 
 
 @pytest.fixture
@@ -166,7 +170,7 @@ def start_worker(subprocess_env, redis_conn, tmp_path, request):
 
     def start(*, scheduler=True, queues=("high", "default", "low"), **env_overrides) -> WorkerProcess:
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
-        name = f"test-worker-{len(started) + 1}-{os.getpid()}"
+        name = f"test-worker-{next(_worker_numbers)}-{os.getpid()}"
         worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler)
         started.append(worker)
         return worker.wait_ready(redis_conn)
