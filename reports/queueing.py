@@ -91,6 +91,10 @@ def job_states(job_ids: list[str]) -> dict[str, str | None]:
     return {job_id: (value.decode() if value else None) for job_id, value in zip(job_ids, raw, strict=True)}
 
 
-def job_waiting_in_queue(job_id: str, priority: str) -> bool:
-    queue = get_queue(priority)
-    return queue.connection.lpos(queue.key, job_id) is not None
+def job_ids_waiting(priorities: Iterable[str]) -> set[str]:
+    """Every job id sitting in the given queues' lists."""
+    waiting: set[str] = set()
+    for priority in priorities:
+        queue = get_queue(priority)
+        waiting.update(raw.decode() for raw in queue.connection.lrange(queue.key, 0, -1))
+    return waiting

@@ -75,7 +75,7 @@ def validate_submission(*, kind: object, params: object, priority: object = None
     if size > settings.REPORT_PARAMS_MAX_BYTES:
         raise InvalidParams("params", f"is {size} bytes; the limit is {settings.REPORT_PARAMS_MAX_BYTES}")
     if priority is None or priority == "":
-        priority = report_kind.default_priority
+        priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
     if priority not in Priority.values:
         raise InvalidParams("priority", f"must be one of {', '.join(Priority.values)}")
     cleaned = report_kind.validate(params)
@@ -154,17 +154,66 @@ def _idempotent_repeat(existing: ReportTask, kind: str, cleaned: dict) -> Submit
 # --- claim, complete, fail ----------------------------------------------------
 
 
-def claim_task(*, task_id: int, attempt: int, worker: str) -> ReportTask | None:
-    """pending/retrying -> running for exactly this attempt; None means a phantom delivery."""
+PAUSED_REASON = "kind paused"
+CAP_REASON = "concurrency cap reached"
+
+
+@dataclass(frozen=True)
+class ClaimDeferred:
+    """The claim did not run: the kind is paused or at its concurrency cap. No attempt number
+    was used and the task stays pending/retrying; resume_kind or a freed slot enqueues it again."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _NoSlot:
+    kind: str
+    priority: str
+    timeout: int
+
+
+def claim_task(*, task_id: int, attempt: int, worker: str) -> "ReportTask | ClaimDeferred | None":
+    """pending/retrying -> running for exactly this attempt; None means a phantom delivery,
+    ClaimDeferred a paused kind or a full concurrency cap (reports/pausing.py, reports/semaphore.py)."""
+    from reports import semaphore
+
+    outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker)
+    if not isinstance(outcome, _NoSlot):
+        return outcome
+    # Wait in the room, then try once more: a slot freed before we were in the room woke nobody.
+    waiter = dict(
+        kind=outcome.kind,
+        task_id=task_id,
+        attempt=attempt,
+        priority=outcome.priority,
+        timeout=outcome.timeout,
+    )
+    semaphore.park(**waiter)
+    outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker)
+    if isinstance(outcome, _NoSlot):
+        return ClaimDeferred(CAP_REASON)
+    semaphore.unpark(**waiter)
+    return outcome
+
+
+def _claim_once(*, task_id: int, attempt: int, worker: str) -> "ReportTask | ClaimDeferred | _NoSlot | None":
+    from reports import semaphore
+    from reports.models import PausedKind
+
     now = timezone.now()
     with transaction.atomic():
-        task = ReportTask.objects.filter(pk=task_id).only("timeout_seconds").first()
+        task = ReportTask.objects.filter(pk=task_id).only("timeout_seconds", "kind", "priority").first()
         if task is None:
             return None
-        lease = now + timedelta(seconds=task.timeout_seconds + settings.REPORT_LEASE_GRACE)
-        claimed = ReportTask.objects.filter(
+        waiting = ReportTask.objects.filter(
             pk=task_id, status__in=(TaskStatus.PENDING, TaskStatus.RETRYING), attempt=attempt - 1
-        ).update(
+        )
+        if PausedKind.objects.filter(kind=task.kind).exists():
+            return ClaimDeferred(PAUSED_REASON) if waiting.exists() else None
+        lease_seconds = task.timeout_seconds + settings.REPORT_LEASE_GRACE
+        lease = now + timedelta(seconds=lease_seconds)
+        claimed = waiting.update(
             status=TaskStatus.RUNNING,
             attempt=attempt,
             started_at=now,
@@ -175,6 +224,13 @@ def claim_task(*, task_id: int, attempt: int, worker: str) -> ReportTask | None:
         )
         if not claimed:
             return None
+        # The slot is taken only by a real claim (never by a phantom), and the claim is undone
+        # when there is none: the row stays pending/retrying with its attempt number unused.
+        if not semaphore.acquire(
+            kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=lease_seconds
+        ):
+            transaction.set_rollback(True)
+            return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
         TaskAttempt.objects.create(task_id=task_id, number=attempt, worker=worker[:200], started_at=now)
     return ReportTask.objects.get(pk=task_id)
 
@@ -361,7 +417,7 @@ def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: 
     if use_lock:
         # Correctness comes from the conditional UPDATEs; the lock only spares
         # Redis duplicate enqueues when several reapers wake together.
-        lock = queueing.redis_connection().lock("reports:reaper-lock", timeout=300, blocking=False)
+        lock = queueing.redis_connection().lock("reports:reaper-lock", timeout=120, blocking=False)
         if not lock.acquire():
             report.skipped_locked = True
             return report
@@ -403,18 +459,28 @@ def _reenqueue_lost_jobs(now: datetime, batch_size: int) -> int:
     candidates = list(
         stale_pending.values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
     ) + list(overdue_retrying.values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size])
+    if candidates:
+        from reports.pausing import parked_task_ids  # paused kinds and cap waiters wait on purpose
+
+        parked = parked_task_ids(candidates)
+        candidates = [row for row in candidates if row[0] not in parked]
     if not candidates:
         return 0
     states = queueing.job_states([queueing.job_id_for(pk, attempt + 1) for pk, attempt, _, _ in candidates])
+    # A job hash marked queued may still be lost: popped by a worker that died before
+    # registering it. Only its presence in the queue list proves it waits; read each
+    # list once rather than searching it per task.
+    queued_priorities = {
+        priority
+        for pk, attempt, priority, _ in candidates
+        if states.get(queueing.job_id_for(pk, attempt + 1)) == "queued"
+    }
+    waiting = queueing.job_ids_waiting(queued_priorities)
     reenqueued = 0
     for pk, attempt, priority, timeout in candidates:
         job_id = queueing.job_id_for(pk, attempt + 1)
         state = states.get(job_id)
-        if state in ("started", "deferred"):
-            continue
-        # A job hash marked queued may still be lost: popped by a worker that died
-        # before registering it. Only its presence in the queue list proves it waits.
-        if state == "queued" and queueing.job_waiting_in_queue(job_id, priority):
+        if state in ("started", "deferred") or (state == "queued" and job_id in waiting):
             continue
         queueing.enqueue_attempt(task_id=pk, attempt=attempt + 1, priority=priority, timeout=timeout)
         reenqueued += 1

@@ -170,3 +170,15 @@ def test_reaper_lock_lets_one_pass_run(redis_conn):
     finally:
         lock.release()
     assert not reap_tasks().skipped_locked
+
+
+def test_job_popped_by_a_worker_that_died_before_registering_it_is_reenqueued(start_worker, settings, redis_conn):
+    settings.REPORT_REENQUEUE_AFTER = 0
+    task = submit_task(kind="probe", params={}).task
+    # BLPOP took the id off the list, then the worker died: the job hash still says "queued".
+    assert redis_conn.lpop("rq:queue:default") == f"report-{task.pk}-1".encode()
+    assert redis_conn.hget(f"rq:job:report-{task.pk}-1", "status") == b"queued"
+    start_worker()
+
+    reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="the lost job to be re-enqueued and run")
+    assert ReportTask.objects.get(pk=task.pk).attempts.count() == 1
