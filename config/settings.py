@@ -168,9 +168,87 @@ LOGGING = {
 }
 
 # --- Alerts (DingTalk) --------------------------------------------------------
+# Unset DINGTALK_WEBHOOK: alerts are recorded as "skipped" and nothing is sent.
+# The webhook URL carries the robot's access_token and is never logged or stored.
+DINGTALK_WEBHOOK = env_str("DINGTALK_WEBHOOK", "").strip()
+DINGTALK_SECRET = env_str("DINGTALK_SECRET", "").strip()  # "加签" secret (SEC...), optional
+DINGTALK_KEYWORD = env_str("DINGTALK_KEYWORD", "").strip()  # "自定义关键词", optional
+DINGTALK_AT_MOBILES = env_list("DINGTALK_AT_MOBILES", "")
+DINGTALK_RATE_PER_MINUTE = env_int("DINGTALK_RATE_PER_MINUTE", 20, minimum=1)
+DINGTALK_TIMEOUT = env_float("DINGTALK_TIMEOUT", 5.0, minimum=0.1)
+DINGTALK_MAX_SEND_ATTEMPTS = env_int("DINGTALK_MAX_SEND_ATTEMPTS", 10, minimum=1)
+DINGTALK_RETRY_BACKOFF = env_float_list("DINGTALK_RETRY_BACKOFF", "10,30,60,120,300,600")
+DINGTALK_THROTTLE_BACKOFF_SECONDS = env_int("DINGTALK_THROTTLE_BACKOFF_SECONDS", 600, minimum=1)
+DINGTALK_CONFIG_ERROR_PAUSE_SECONDS = env_int("DINGTALK_CONFIG_ERROR_PAUSE_SECONDS", 600, minimum=1)
+DINGTALK_WRAP_LINKS = env_bool("DINGTALK_WRAP_LINKS", False)
+DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1)
+ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
 
 # --- JSON API -----------------------------------------------------------------
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+API_DEADLETTER_PAGE_SIZE = env_int("API_DEADLETTER_PAGE_SIZE", 50, minimum=1)
+API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
+# last_used_at of an API token is written at most this often (seconds), not on every request.
+API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
 
 # --- Console ------------------------------------------------------------------
+# Console actions (part B). The audit log records REMOTE_ADDR; behind N trusted reverse
+# proxies set CONSOLE_TRUSTED_PROXY_COUNT=N to take the client address they appended to
+# X-Forwarded-For (never the client-supplied left end).
+CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=0)
+# Bulk actions: default throttle (letters per second, changeable per run up to the max),
+# letters per transaction, and the replay watch: pause when more than THRESHOLD of the
+# replayed tasks that finished died again, once at least MIN_SAMPLE have finished.
+BULK_ACTION_RATE_PER_SECOND = env_float("BULK_ACTION_RATE_PER_SECOND", 200.0, minimum=0.1)
+BULK_ACTION_MAX_RATE = env_float("BULK_ACTION_MAX_RATE", 2000.0, minimum=0.1)
+BULK_ACTION_BATCH_SIZE = env_int("BULK_ACTION_BATCH_SIZE", 50, minimum=1)
+BULK_REPLAY_PAUSE_THRESHOLD = env_float("BULK_REPLAY_PAUSE_THRESHOLD", 0.5, minimum=0)
+BULK_REPLAY_PAUSE_MIN_SAMPLE = env_int("BULK_REPLAY_PAUSE_MIN_SAMPLE", 20, minimum=1)
+# Ticked rows per bulk action; Django refuses forms of more than 1,000 fields anyway.
+BULK_SELECTION_MAX = env_int("BULK_SELECTION_MAX", 1000, minimum=1)
+# One job runs a bulk for at most this long, then re-enqueues itself to carry on.
+BULK_ACTION_SLICE_SECONDS = env_int("BULK_ACTION_SLICE_SECONDS", 60, minimum=1)
+BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
+# `manage.py resume_bulk_actions` re-enqueues a pending/running bulk silent for this long.
+BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
+CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
+# Tracebacks longer than this are cut on the detail page (the full text is one click away).
+CONSOLE_TRACEBACK_DISPLAY_CHARS = env_int("CONSOLE_TRACEBACK_DISPLAY_CHARS", 200_000, minimum=1000)
 
 # --- Batches, priorities, paused kinds ----------------------------------------
+def _kind_map(name: str, cast) -> dict:
+    """"kind=value,kind=value" from the environment; a malformed entry fails start-up with its name."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    result = {}
+    for part in env_list(name, ""):
+        kind, sep, value = part.partition("=")
+        try:
+            if not sep or not kind.strip():
+                raise ValueError
+            result[kind.strip()] = cast(value.strip())
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must look like 'kind=value,kind=value', got {part!r}") from None
+    return result
+
+
+def _priority(value: str) -> str:
+    if value not in REPORT_QUEUES:
+        raise ValueError(value)
+    return value
+
+
+def _positive_int(value: str) -> int:
+    if int(value) < 1:
+        raise ValueError(value)
+    return int(value)
+
+
+# Per-kind default queue, overriding each kind's default_priority ("http_export=low").
+REPORT_KIND_PRIORITIES = _kind_map("REPORT_KIND_PRIORITIES", _priority)
+# At most N running tasks of a kind across all workers ("probe=2,http_export=4"); unset = no cap.
+REPORT_KIND_CONCURRENCY = _kind_map("REPORT_KIND_CONCURRENCY", _positive_int)
+REPORT_BATCH_MAX_ITEMS = env_int("REPORT_BATCH_MAX_ITEMS", 10_000, minimum=1)
+# Batch submit bodies are larger than single submits (10,000 small items are about 1 MiB); Django's
+# DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) still bounds every body.
+REPORT_BATCH_MAX_BODY_BYTES = env_int("REPORT_BATCH_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)

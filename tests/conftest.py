@@ -266,3 +266,70 @@ def browser_login(page, username="operator", password="operator-pass-1", next_pa
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
+
+
+# --- JSON API ------------------------------------------------------------------
+
+
+@pytest.fixture
+def api_token(db):
+    """A fresh active API token's raw value (as create_api_token prints it once)."""
+    from reports.tokens import create_api_token
+
+    return create_api_token(name="test-client")[1]
+
+
+@pytest.fixture
+def token_client(client, api_token):
+    """Django's test client sending `Authorization: Bearer <api_token>` on every request."""
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {api_token}"
+    return client
+
+
+# --- Alerts (DingTalk) -----------------------------------------------------------
+
+
+@pytest.fixture
+def fake_dingtalk(settings):
+    """Factory: fake_dingtalk(secret=..., keyword=..., clock=...) starts a fake DingTalk robot on a
+    free local port and points the DINGTALK_* settings at it (rate 20/min, short timeout)."""
+    from tests.dingtalk_fake import FakeDingTalk
+
+    robots = []
+
+    def start(*, secret="SECfake-robot-secret-9f8e7d6c5b4a", keyword="", configure=True, **options):
+        robot = FakeDingTalk(secret=secret, keyword=keyword, **options).start()
+        robots.append(robot)
+        if configure:
+            settings.DINGTALK_WEBHOOK = robot.webhook
+            settings.DINGTALK_SECRET = secret
+            settings.DINGTALK_KEYWORD = keyword
+            settings.DINGTALK_AT_MOBILES = []
+            settings.DINGTALK_RATE_PER_MINUTE = 20
+            settings.DINGTALK_TIMEOUT = 1.0
+            settings.DINGTALK_WRAP_LINKS = False
+            settings.CONSOLE_BASE_URL = "https://console.example.invalid"
+        return robot
+
+    yield start
+    for robot in robots:
+        robot.stop()
+
+
+def make_death(*, kind="probe", error_type="reports.errors.PermanentError", message="bad parameter 'x'"):
+    """A task dies through the real path (record_attempt_failure -> create_dead_letter -> outbox)."""
+    from django.utils import timezone
+
+    from deadletters.models import DeadLetter
+    from reports.models import ReportTask, TaskAttempt, TaskStatus
+    from reports.services import FailureInfo, record_attempt_failure
+
+    task = ReportTask.objects.create(
+        kind=kind, params={}, max_attempts=3, timeout_seconds=300, status=TaskStatus.RUNNING, attempt=1
+    )
+    TaskAttempt.objects.create(task=task, number=1, started_at=timezone.now(), worker="test pid 1")
+    failure = FailureInfo(
+        error_type=error_type, message=message, traceback=f"Traceback\n{error_type}: {message}", retriable=False
+    )
+    assert record_attempt_failure(task_id=task.pk, attempt=1, failure=failure) == TaskStatus.DEAD
+    return DeadLetter.objects.get(task=task)

@@ -13,7 +13,7 @@ REPLAYABLE_STATUSES = (DeadLetterStatus.OPEN, DeadLetterStatus.ARCHIVED, DeadLet
 def create_dead_letter(*, task: ReportTask, failure) -> DeadLetter:
     """Called by reports.services.record_attempt_failure inside the transaction that kills the task."""
     assert transaction.get_connection().in_atomic_block, "a dead letter is born with its task's death"
-    return DeadLetter.objects.create(
+    dead_letter = DeadLetter.objects.create(
         task=task,
         kind=task.kind,
         params=task.params,
@@ -23,6 +23,10 @@ def create_dead_letter(*, task: ReportTask, failure) -> DeadLetter:
         attempts=task.attempt,
         fingerprint=fingerprint(failure.error_type, failure.message),
     )
+    from deadletters.services.alerts import enqueue_dead_letter_alert
+
+    enqueue_dead_letter_alert(dead_letter=dead_letter)  # outbox row, same transaction
+    return dead_letter
 
 
 def mark_replayed(*, task: ReportTask, actor: str, now=None) -> list[DeadLetter]:

@@ -1,0 +1,77 @@
+import logging
+import signal
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+from django.db.utils import OperationalError
+from redis.exceptions import RedisError
+
+from deadletters.services.alerts import retry_failed_alerts, send_pending_alerts
+
+logger = logging.getLogger("deadletters.alerts")
+
+
+class Command(BaseCommand):
+    help = (
+        "Deliver pending DingTalk alerts from the outbox (one send pass by default). Each dead letter "
+        "gets a signed actionCard while the robot's budget (DINGTALK_RATE_PER_MINUTE, shared by all "
+        "senders through Redis) allows; a storm is coalesced into digests grouped by error "
+        "fingerprint, so every dead letter is counted in some sent message. Failed sends are retried "
+        "with backoff (DINGTALK_RETRY_BACKOFF) up to DINGTALK_MAX_SEND_ATTEMPTS, then marked failed; "
+        "DingTalk's 130101 (too fast) pauses the robot for DINGTALK_THROTTLE_BACKOFF_SECONDS; 310000 "
+        "(signature/keyword/timestamp) is a configuration error that pauses sending. "
+        "Safe to run on several machines at once, and from cron."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--loop",
+            action="store_true",
+            help="run forever, one pass every --interval seconds (Ctrl-C stops)",
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.ALERTS_SEND_INTERVAL,
+            help="seconds between passes with --loop (default %(default)s, ALERTS_SEND_INTERVAL)",
+        )
+        parser.add_argument(
+            "--retry-failed",
+            action="store_true",
+            help="first put failed alert messages back to pending (fresh attempts, same msgUuid) "
+            "and lift a configuration-error pause, then send",
+        )
+
+    def handle(self, *args, loop, interval, retry_failed, verbosity, **options):
+        if interval <= 0:
+            self.stderr.write("--interval must be positive")
+            raise SystemExit(2)
+        if retry_failed:
+            count = retry_failed_alerts()
+            self.stdout.write(f"{count} failed alert(s) put back to pending")
+        stopping = []
+        if loop:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stopping.append(True))
+            if verbosity >= 1:
+                self.stdout.write(f"sending DingTalk alerts every {interval:g}s")
+        while True:
+            try:
+                report = send_pending_alerts()
+            except (RedisError, OperationalError) as exc:
+                if not loop:
+                    raise
+                logger.error("alert pass failed, will try again: %s", exc)
+            else:
+                if verbosity >= 2 or (verbosity >= 1 and (not loop or report.did_something)):
+                    self.stdout.write(report.summary())
+            if not loop:
+                return
+            close_old_connections()
+            deadline = time.monotonic() + interval
+            while not stopping and time.monotonic() < deadline:
+                time.sleep(min(0.2, interval))
+            if stopping:
+                return
