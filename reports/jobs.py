@@ -6,14 +6,16 @@ import socket
 from pathlib import Path
 
 from django.conf import settings
+from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
+from reports import semaphore
 from reports.errors import PermanentError
 from reports.kinds import get_kind
 from reports.kinds.base import RunContext
 from reports.models import AttemptOutcome
-from reports.services import FailureInfo, claim_task, complete_task, record_attempt_failure
+from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +36,23 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
         logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
         return "malformed"
     task = claim_task(task_id=task_id, attempt=attempt, worker=_worker_name())
+    if isinstance(task, ClaimDeferred):
+        logger.info("task %s attempt %s deferred: %s", task_id, attempt, task.reason)
+        return "deferred"
     if task is None:
         logger.info("phantom delivery of task %s attempt %s ignored", task_id, attempt)
         return "phantom"
+    try:
+        return _run_claimed(task, task_id, attempt)
+    finally:
+        # Only after the row left `running`, so the cap holds in the database too.
+        try:
+            semaphore.release_and_wake(kind=task.kind, task_id=task_id, attempt=attempt)
+        except RedisError as exc:  # the lease frees the slot; the reaper loop wakes the waiters
+            logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
+
+
+def _run_claimed(task, task_id: int, attempt: int) -> str:
     public_id = str(task.public_id)
     ctx = RunContext(
         task_id=task.pk,

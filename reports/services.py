@@ -11,13 +11,13 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from reports import queueing
 from reports.errors import InvalidParams, LeaseExpired, error_type_name, is_retriable
 from reports.kinds import KINDS, get_kind
-from reports.models import AttemptOutcome, Priority, ReportTask, TaskAttempt, TaskStatus
+from reports.models import AttemptOutcome, PausedKind, Priority, ReportTask, TaskAttempt, TaskStatus
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +199,6 @@ def claim_task(*, task_id: int, attempt: int, worker: str) -> "ReportTask | Clai
 
 def _claim_once(*, task_id: int, attempt: int, worker: str) -> "ReportTask | ClaimDeferred | _NoSlot | None":
     from reports import semaphore
-    from reports.models import PausedKind
 
     now = timezone.now()
     with transaction.atomic():
@@ -452,36 +451,55 @@ def _recover_expired_leases(now: datetime, batch_size: int) -> int:
     return recovered
 
 
-def _reenqueue_lost_jobs(now: datetime, batch_size: int) -> int:
+def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) -> int:
+    """Walk every overdue pending/retrying task in id order, a chunk at a time, so a long
+    legitimate backlog cannot hide a lost task behind it."""
     cutoff = now - timedelta(seconds=settings.REPORT_REENQUEUE_AFTER)
-    stale_pending = ReportTask.objects.filter(status=TaskStatus.PENDING, updated_at__lt=cutoff)
-    overdue_retrying = ReportTask.objects.filter(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
-    candidates = list(
-        stale_pending.values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
-    ) + list(overdue_retrying.values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size])
-    if candidates:
-        from reports.pausing import parked_task_ids  # paused kinds and cap waiters wait on purpose
+    # Paused kinds' tasks wait on purpose (resume_kind enqueues them).
+    paused = PausedKind.objects.values("kind")
+    overdue = (
+        ReportTask.objects.filter(
+            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff)
+            | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
+        )
+        .exclude(kind__in=paused)
+        .order_by("pk")
+    )
+    waiting: dict[str, set[str]] = {}  # queue lists, read at most once per pass
+    reenqueued = 0
+    last_pk = 0
+    for _ in range(max_chunks):
+        chunk = list(
+            overdue.filter(pk__gt=last_pk).values_list("pk", "attempt", "priority", "timeout_seconds")[
+                :batch_size
+            ]
+        )
+        if not chunk:
+            break
+        last_pk = chunk[-1][0]
+        reenqueued += _reenqueue_chunk(chunk, waiting)
+    return reenqueued
 
-        parked = parked_task_ids(candidates)
-        candidates = [row for row in candidates if row[0] not in parked]
-    if not candidates:
-        return 0
+
+def _reenqueue_chunk(chunk, waiting: dict[str, set[str]]) -> int:
+    from reports.pausing import parked_task_ids  # tasks waiting for a concurrency slot
+
+    parked = parked_task_ids(chunk)
+    candidates = [row for row in chunk if row[0] not in parked]
     states = queueing.job_states([queueing.job_id_for(pk, attempt + 1) for pk, attempt, _, _ in candidates])
-    # A job hash marked queued may still be lost: popped by a worker that died before
-    # registering it. Only its presence in the queue list proves it waits; read each
-    # list once rather than searching it per task.
-    queued_priorities = {
-        priority
-        for pk, attempt, priority, _ in candidates
-        if states.get(queueing.job_id_for(pk, attempt + 1)) == "queued"
-    }
-    waiting = queueing.job_ids_waiting(queued_priorities)
     reenqueued = 0
     for pk, attempt, priority, timeout in candidates:
         job_id = queueing.job_id_for(pk, attempt + 1)
         state = states.get(job_id)
-        if state in ("started", "deferred") or (state == "queued" and job_id in waiting):
+        if state in ("started", "deferred"):
             continue
+        # A job hash marked queued may still be lost: popped by a worker that died before
+        # registering it. Only its presence in the queue list proves it waits.
+        if state == "queued":
+            if priority not in waiting:
+                waiting[priority] = queueing.job_ids_waiting([priority])
+            if job_id in waiting[priority]:
+                continue
         queueing.enqueue_attempt(task_id=pk, attempt=attempt + 1, priority=priority, timeout=timeout)
         reenqueued += 1
         logger.warning(

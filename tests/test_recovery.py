@@ -182,3 +182,17 @@ def test_job_popped_by_a_worker_that_died_before_registering_it_is_reenqueued(st
 
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="the lost job to be re-enqueued and run")
     assert ReportTask.objects.get(pk=task.pk).attempts.count() == 1
+
+
+def test_a_long_legitimate_backlog_does_not_hide_a_lost_task(settings, redis_conn):
+    settings.REPORT_REENQUEUE_AFTER = 0
+    backlog = [submit_task(kind="probe", params={}).task for _ in range(30)]
+    lost = submit_task(kind="probe", params={}).task
+    redis_conn.lrem("rq:queue:default", 0, f"report-{lost.pk}-1")
+
+    report = reap_tasks(batch_size=7)  # the lost task sits behind four full chunks
+
+    assert report.reenqueued == 1
+    queued = redis_conn.lrange("rq:queue:default", 0, -1)
+    assert queued.count(f"report-{lost.pk}-1".encode()) == 1
+    assert all(queued.count(f"report-{task.pk}-1".encode()) == 1 for task in backlog)

@@ -7,6 +7,8 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 from redis.exceptions import RedisError
 
+from reports import semaphore
+from reports.batches import aggregate_batches
 from reports.services import reap_tasks
 
 logger = logging.getLogger("reports.reaper")
@@ -59,6 +61,14 @@ class Command(BaseCommand):
                         f"reaped: {report.abandoned} abandoned attempt(s) recovered, "
                         f"{report.reenqueued} lost job(s) re-enqueued"
                     )
+            try:
+                # Batches: completion by counting, and capped tasks woken when a lease freed a slot.
+                aggregate_batches()
+                semaphore.wake_all()
+            except RedisError as exc:
+                if not loop:
+                    raise
+                logger.error("aggregator pass failed, Redis unreachable: %s", exc)
             if not loop:
                 return
             close_old_connections()
