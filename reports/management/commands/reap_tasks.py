@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 from redis.exceptions import RedisError
 
+from deadletters.services.bulk import resume_stalled_bulk_actions
 from reports import semaphore
 from reports.batches import aggregate_batches
 from reports.services import reap_tasks
@@ -18,7 +19,9 @@ class Command(BaseCommand):
     help = (
         "Recover report tasks whose worker died (expired lease -> attempt counted as abandoned, "
         "then the normal retry/dead policy) and re-enqueue pending or retrying tasks whose RQ job "
-        "is gone from Redis. One pass by default; --loop keeps running. Safe to run on several machines."
+        "is gone from Redis; also completes finished batches, wakes tasks waiting for a concurrency slot "
+        "and resumes bulk console actions whose runner was lost. One pass by default; --loop keeps "
+        "running. Safe to run on several machines."
     )
 
     def add_arguments(self, parser):
@@ -65,6 +68,8 @@ class Command(BaseCommand):
                 # Batches: completion by counting, and capped tasks woken when a lease freed a slot.
                 aggregate_batches()
                 semaphore.wake_all()
+                # Bulk console actions whose runner job was lost (killed worker, flushed Redis).
+                resume_stalled_bulk_actions()
             except RedisError as exc:
                 if not loop:
                     raise
