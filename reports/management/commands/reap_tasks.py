@@ -3,7 +3,7 @@ import signal
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 from redis.exceptions import RedisError
 
@@ -51,7 +51,9 @@ class Command(BaseCommand):
                 report = reap_tasks(batch_size=batch_size)
             except RedisError as exc:
                 if not loop:
-                    raise
+                    raise CommandError(
+                        f"Redis unreachable ({exc}); is `manage.py up` running, or REDIS_URL set?"
+                    ) from exc
                 logger.error("reaper pass failed, Redis unreachable: %s", exc)
             else:
                 if report.skipped_locked:
@@ -72,7 +74,7 @@ class Command(BaseCommand):
                 resume_stalled_bulk_actions()
             except RedisError as exc:
                 if not loop:
-                    raise
+                    raise CommandError(f"Redis unreachable ({exc})") from exc
                 logger.error("aggregator pass failed, Redis unreachable: %s", exc)
             if not loop:
                 return
