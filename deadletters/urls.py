@@ -6,4 +6,5 @@ app_name = "console"
 urlpatterns = [
     path("", include("deadletters.urls_pages")),
     path("", include("deadletters.urls_actions")),
+    path("", include("deadletters.urls_batches")),
 ]

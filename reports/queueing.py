@@ -22,7 +22,8 @@ def job_id_for(task_id: int, attempt: int) -> str:
 @cache
 def _redis(url: str) -> Redis:
     # One client (and pool) per process and URL; redis-py resets the pool after fork.
-    return Redis.from_url(url)
+    # Timeouts: a Redis that silently drops packets must fail a page or a pass, not hang it.
+    return Redis.from_url(url, socket_connect_timeout=5, socket_timeout=15, health_check_interval=30)
 
 
 def redis_connection() -> Redis:

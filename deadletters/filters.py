@@ -1,0 +1,224 @@
+"""The dead-letter list's filter state: query string -> typed, validated filter -> QuerySet.
+
+Two public entry points other code relies on (the bulk actions run "on everything matching the
+current filter" through them):
+
+- `parse_dead_letter_filters(querydict)` returns a `DeadLetterFilters` or raises `InvalidFilter`
+  with a message naming the parameter. A bad value is never silently widened into "everything".
+- `filtered_dead_letters(filters)` returns a QuerySet of DeadLetter (unordered; callers order it).
+
+Parameter names nobody knows (utm_source, the pagination cursor, ...) are ignored; values of the
+known ones are checked.
+"""
+
+import re
+import uuid
+from dataclasses import asdict, dataclass, replace
+from datetime import date, datetime, time, timedelta
+from urllib.parse import urlencode
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from deadletters.models import DeadLetter, DeadLetterStatus
+
+DEFAULT_STATUS = DeadLetterStatus.OPEN.value
+ALL_STATUSES = "all"
+SORTS = ("newest", "oldest")
+FILTER_PARAMS = (
+    "status",
+    "kind",
+    "error_type",
+    "fingerprint",
+    "created_from",
+    "created_to",
+    "batch",
+    "q",
+    "sort",
+)
+_FINGERPRINT_RE = re.compile(r"^[0-9a-f]{40}$")
+_KIND_RE = re.compile(r"^[\w.:-]{1,64}$")
+MAX_SEARCH_LENGTH = 200
+MAX_ERROR_TYPE_LENGTH = 200
+MIN_DATE = date(1970, 1, 1)
+MAX_DATE = date(9000, 12, 31)
+
+
+class InvalidFilter(ValueError):
+    """A filter value that cannot be understood; the message names the parameter."""
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(f"{param}: {message}")
+
+
+@dataclass(frozen=True)
+class DeadLetterFilters:
+    status: str = DEFAULT_STATUS  # a DeadLetterStatus value or "all"
+    kind: str = ""
+    error_type: str = ""
+    fingerprint: str = ""
+    created_from: date | None = None
+    created_to: date | None = None
+    batch: uuid.UUID | None = None
+    q: str = ""
+    sort: str = "newest"
+
+    def as_params(self) -> dict[str, str]:
+        """Only what differs from the defaults, as strings: the canonical, shareable form."""
+        params = {}
+        if self.status != DEFAULT_STATUS:
+            params["status"] = self.status
+        for name in ("kind", "error_type", "fingerprint", "q"):
+            if getattr(self, name):
+                params[name] = getattr(self, name)
+        if self.created_from:
+            params["created_from"] = self.created_from.isoformat()
+        if self.created_to:
+            params["created_to"] = self.created_to.isoformat()
+        if self.batch:
+            params["batch"] = str(self.batch)
+        if self.sort != "newest":
+            params["sort"] = self.sort
+        return params
+
+    def querystring(self, **overrides) -> str:
+        """URL-encoded filter state (no leading '?'); overrides replace fields, None/'' drops them."""
+        params = self.as_params()
+        for key, value in overrides.items():
+            if value in (None, ""):
+                params.pop(key, None)
+            else:
+                params[key] = str(value)
+        return urlencode(params)
+
+    def as_json(self) -> dict:
+        """JSON-serialisable (for BulkAction.filters); parse_dead_letter_filters() reads it back."""
+        return self.as_params()
+
+    def with_changes(self, **changes) -> "DeadLetterFilters":
+        return replace(self, **changes)
+
+    @property
+    def is_default(self) -> bool:
+        return not self.as_params()
+
+    @property
+    def is_narrowed(self) -> bool:
+        """True when something beyond status/sort narrows the list."""
+        data = asdict(self)
+        return any(
+            data[name]
+            for name in ("kind", "error_type", "fingerprint", "created_from", "created_to", "batch", "q")
+        )
+
+
+def _get(querydict, name: str) -> str:
+    value = querydict.get(name, "")
+    if isinstance(value, list):  # a plain dict of lists (e.g. parse_qs output)
+        value = value[-1] if value else ""
+    # NUL never belongs in a filter, and PostgreSQL refuses it in a query parameter.
+    return str(value if value is not None else "").replace("\x00", "").strip()
+
+
+def _parse_date(name: str, value: str) -> date | None:
+    if not value:
+        return None
+    try:
+        day = date.fromisoformat(value[:10]) if len(value) >= 10 else date.fromisoformat(value)
+    except ValueError:
+        raise InvalidFilter(name, f"{value[:40]!r} is not a date (YYYY-MM-DD)") from None
+    if not (MIN_DATE <= day <= MAX_DATE):
+        raise InvalidFilter(name, f"{value[:40]!r} is out of range")
+    return day
+
+
+def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
+    """Read the filter parameters from a QueryDict (or a plain dict); raise InvalidFilter on bad values."""
+    status = _get(querydict, "status") or DEFAULT_STATUS
+    if status not in DeadLetterStatus.values and status != ALL_STATUSES:
+        choices = ", ".join([*DeadLetterStatus.values, ALL_STATUSES])
+        raise InvalidFilter("status", f"{status[:40]!r} is not one of {choices}")
+
+    kind = _get(querydict, "kind")
+    if kind and not _KIND_RE.match(kind):
+        raise InvalidFilter("kind", f"{kind[:40]!r} is not a report kind")
+
+    error_type = _get(querydict, "error_type")
+    if len(error_type) > MAX_ERROR_TYPE_LENGTH:
+        raise InvalidFilter("error_type", f"longer than {MAX_ERROR_TYPE_LENGTH} characters")
+
+    fingerprint = _get(querydict, "fingerprint").lower()
+    if fingerprint and not _FINGERPRINT_RE.match(fingerprint):
+        raise InvalidFilter("fingerprint", f"{fingerprint[:50]!r} is not a fingerprint (40 hex characters)")
+
+    created_from = _parse_date("created_from", _get(querydict, "created_from"))
+    created_to = _parse_date("created_to", _get(querydict, "created_to"))
+    if created_from and created_to and created_from > created_to:
+        raise InvalidFilter("created_from", "is after created_to")
+
+    batch_raw = _get(querydict, "batch")
+    batch = None
+    if batch_raw:
+        try:
+            batch = uuid.UUID(batch_raw)
+        except ValueError:
+            raise InvalidFilter("batch", f"{batch_raw[:50]!r} is not a batch id") from None
+
+    q = _get(querydict, "q")
+    if len(q) > MAX_SEARCH_LENGTH:
+        raise InvalidFilter("q", f"search text longer than {MAX_SEARCH_LENGTH} characters")
+
+    sort = _get(querydict, "sort") or "newest"
+    if sort not in SORTS:
+        raise InvalidFilter("sort", f"{sort[:40]!r} is not one of {', '.join(SORTS)}")
+
+    return DeadLetterFilters(
+        status=status,
+        kind=kind,
+        error_type=error_type,
+        fingerprint=fingerprint,
+        created_from=created_from,
+        created_to=created_to,
+        batch=batch,
+        q=q,
+        sort=sort,
+    )
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+
+
+def filtered_dead_letters(filters: DeadLetterFilters) -> QuerySet:
+    """Every DeadLetter matching `filters` (no ordering applied)."""
+    qs = DeadLetter.objects.all()
+    if filters.status != ALL_STATUSES:
+        qs = qs.filter(status=filters.status)
+    if filters.kind:
+        qs = qs.filter(kind=filters.kind)
+    if filters.error_type:
+        qs = qs.filter(error_type=filters.error_type)
+    if filters.fingerprint:
+        qs = qs.filter(fingerprint=filters.fingerprint)
+    if filters.created_from:
+        qs = qs.filter(created_at__gte=_day_start(filters.created_from))
+    if filters.created_to:
+        qs = qs.filter(created_at__lt=_day_start(filters.created_to + timedelta(days=1)))
+    if filters.batch:
+        qs = qs.filter(task__batch__public_id=filters.batch)
+    if filters.q:
+        qs = qs.filter(_search_q(filters.q))
+    return qs
+
+
+def _search_q(text: str) -> Q:
+    """Task public id (exact), dead-letter id (exact) or a piece of the error message."""
+    try:
+        return Q(task__public_id=uuid.UUID(text))
+    except ValueError:
+        pass
+    condition = Q(error_message__icontains=text)
+    if text.isdigit() and len(text) < 18:
+        condition |= Q(pk=int(text))
+    return condition
