@@ -1,0 +1,63 @@
+"""API token workflow: create (the raw token is shown once), revoke, authenticate.
+
+Only the SHA-256 of a token is stored. Authentication hashes what the client sent and
+looks the hash up by its unique index, so no comparison on the secret itself leaks timing.
+"""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reports.models import ApiToken
+
+TOKEN_PREFIX = "rpt_"
+NAME_MAX = 100
+
+
+class TokenNameTaken(Exception):
+    pass
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def create_api_token(*, name: str) -> tuple[ApiToken, str]:
+    """Return the new token row and the raw token; the raw token is not kept anywhere."""
+    name = name.strip()
+    if not name or len(name) > NAME_MAX or not name.isprintable():
+        raise ValueError(f"a token name is 1 to {NAME_MAX} printable characters")
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            token = ApiToken.objects.create(name=name, token_hash=hash_token(raw), prefix=raw[:12])
+    except IntegrityError:
+        raise TokenNameTaken(f"an API token named {name!r} already exists") from None
+    return token, raw
+
+
+def revoke_api_token(*, name: str) -> bool:
+    """Revoke by name; False when no active token has that name. Revoking twice is harmless."""
+    return bool(ApiToken.objects.filter(name=name, revoked_at=None).update(revoked_at=timezone.now()))
+
+
+def authenticate_token(raw: str) -> ApiToken | None:
+    if not raw or len(raw) > 200:
+        return None
+    token = ApiToken.objects.filter(token_hash=hash_token(raw), revoked_at=None).first()
+    if token is None:
+        return None
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.API_TOKEN_TOUCH_SECONDS)
+    if token.last_used_at is None or token.last_used_at <= stale:
+        # Conditional, so a burst of requests writes the row once, not once each.
+        ApiToken.objects.filter(Q(last_used_at=None) | Q(last_used_at__lte=stale), pk=token.pk).update(
+            last_used_at=now
+        )
+        token.last_used_at = now
+    return token
