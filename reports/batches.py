@@ -80,7 +80,8 @@ def _clean_items(items: object, priority: object) -> list[tuple[str, dict, str]]
                 validate_submission(
                     kind=item.get("kind"),
                     params=item.get("params"),
-                    priority=item.get("priority") or priority,
+                    # An item's own priority counts when given at all: [] or 0 are errors, not "absent".
+                    priority=priority if item.get("priority") in (None, "") else item["priority"],
                 )
             )
         except InvalidParams as exc:

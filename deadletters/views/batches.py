@@ -86,7 +86,7 @@ def batch_progress_partial(request, public_id):
 
 
 @console_view(BATCH_VIEW_PERMISSION)
-def kind_list(request):
+def kind_list(request, *, error: str = "", status: int = 200):
     paused = paused_kinds()
     waiting = dict(
         ReportTask.objects.filter(status__in=(TaskStatus.PENDING, TaskStatus.RETRYING))
@@ -109,7 +109,8 @@ def kind_list(request):
     return render(
         request,
         "deadletters/kinds.html",
-        {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX},
+        {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX, "error": error},
+        status=status,
     )
 
 
@@ -118,8 +119,7 @@ def kind_list(request):
 def kind_pause(request, kind):
     reason = request.POST.get("reason", "").strip()
     if len(reason) > REASON_MAX:
-        messages.error(request, f"The reason may have at most {REASON_MAX} characters.")
-        return redirect("console:kind-list")
+        return kind_list(request, error=f"The reason may have at most {REASON_MAX} characters.", status=400)
     try:
         row, created = pause_kind(
             kind=kind, actor=_actor(request), reason=reason, ip_address=request.META.get("REMOTE_ADDR")
