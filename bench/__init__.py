@@ -1,0 +1,1 @@
+"""Benchmarks: standalone scripts that print figures and ratios (none is a pass/fail test)."""
