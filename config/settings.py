@@ -192,6 +192,9 @@ API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
 API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
 
 # --- Console ------------------------------------------------------------------
+# Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).
+CONSOLE_DASHBOARD_CACHE_SECONDS = env_int("CONSOLE_DASHBOARD_CACHE_SECONDS", 10, minimum=0)
+CONSOLE_FILTER_CHOICES_CACHE_SECONDS = env_int("CONSOLE_FILTER_CHOICES_CACHE_SECONDS", 300, minimum=0)
 # Console actions (part B). The audit log records REMOTE_ADDR; behind N trusted reverse
 # proxies set CONSOLE_TRUSTED_PROXY_COUNT=N to take the client address they appended to
 # X-Forwarded-For (never the client-supplied left end).

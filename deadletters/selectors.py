@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Length, Substr, TruncHour
 from django.utils import timezone
 
 from deadletters.filters import DeadLetterFilters, filtered_dead_letters
 from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, DeadLetter, DeadLetterStatus
+from reports.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -90,20 +92,23 @@ class KeysetPage:
 
 
 def _after(cursor: Cursor, *, forward: bool, inclusive: bool = False) -> Q:
-    """Rows past `cursor` in the (created_at, id) order: forward = ascending."""
+    """Rows past `cursor` in the (created_at, id) order: forward = ascending.
+
+    The redundant `created_at >=/<=` bound lets the database start the index scan at the
+    cursor; the OR alone makes PostgreSQL read and discard every row before it."""
     if forward:
         same = (
             Q(created_at=cursor.created_at, id__gte=cursor.id)
             if inclusive
             else Q(created_at=cursor.created_at, id__gt=cursor.id)
         )
-        return Q(created_at__gt=cursor.created_at) | same
+        return Q(created_at__gte=cursor.created_at) & (Q(created_at__gt=cursor.created_at) | same)
     same = (
         Q(created_at=cursor.created_at, id__lte=cursor.id)
         if inclusive
         else Q(created_at=cursor.created_at, id__lt=cursor.id)
     )
-    return Q(created_at__lt=cursor.created_at) | same
+    return Q(created_at__lte=cursor.created_at) & (Q(created_at__lt=cursor.created_at) | same)
 
 
 def keyset_page(
@@ -165,9 +170,7 @@ def dead_letter_page(filters: DeadLetterFilters, *, cursor: Cursor | None) -> Ke
 
 def newer_dead_letter_count(filters: DeadLetterFilters, *, cursor: Cursor) -> tuple[int, bool]:
     """How many letters matching `filters` arrived after `cursor` (the newest row on screen)."""
-    qs = filtered_dead_letters(filters).filter(
-        Q(created_at__gt=cursor.created_at) | Q(created_at=cursor.created_at, id__gt=cursor.id)
-    )
+    qs = filtered_dead_letters(filters).filter(_after(cursor, forward=True))
     return capped_count(qs)
 
 
@@ -177,7 +180,17 @@ def dead_letter_count(filters: DeadLetterFilters) -> tuple[int, bool]:
 
 def filter_choices() -> dict:
     """Values the filter selects offer: kinds and error types seen among dead letters."""
-    kinds = list(DeadLetter.objects.order_by("kind").values_list("kind", flat=True).distinct()[:200])
+    # DISTINCT over the whole table is a full scan at a million rows: computed once in a
+    # while, not on every list page.
+    return cache.get_or_set(
+        "console:filter-choices", _filter_choices, settings.CONSOLE_FILTER_CHOICES_CACHE_SECONDS
+    )
+
+
+def _filter_choices() -> dict:
+    kinds = sorted(
+        set(KINDS) | set(DeadLetter.objects.order_by("kind").values_list("kind", flat=True).distinct()[:200])
+    )
     error_types = list(
         DeadLetter.objects.order_by("error_type").values_list("error_type", flat=True).distinct()[:200]
     )

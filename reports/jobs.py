@@ -2,6 +2,7 @@
 
 import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -77,9 +78,32 @@ def _run_claimed(task, task_id: int, attempt: int) -> str:
         record_attempt_failure(task_id=task_id, attempt=attempt, failure=FailureInfo.from_exception(exc))
         return "failed"
     relative = str(Path(path).relative_to(settings.MEDIA_ROOT)) if path else ""
-    if not complete_task(task_id=task_id, attempt=attempt, output_file=relative):
+    try:
+        completed = complete_task(
+            task_id=task_id, attempt=attempt, output_file=relative, started_at=task.started_at
+        )
+    except BaseException:
+        # Not recorded as done (database gone, timeout alarm): the file must not outlive the
+        # attempt, or a later attempt's output would stand beside it.
+        _remove_output(path)
+        raise
+    if not completed:
         # A newer attempt owns the task: this late output must not stand beside its file.
-        if path:
-            Path(path).unlink(missing_ok=True)
+        _remove_output(path)
         return "fenced"
+    _remove_other_attempts_output(public_id, keep=attempt)
     return "done"
+
+
+def _remove_output(path) -> None:
+    if path:
+        Path(path).unlink(missing_ok=True)
+
+
+def _remove_other_attempts_output(public_id: str, *, keep: int) -> None:
+    """Attempts killed between writing and recording (SIGKILL, OOM) leave files behind; the
+    attempt that completed is the task's only output, so the others go. Best effort."""
+    task_dir = Path(settings.MEDIA_ROOT) / "reports" / public_id
+    for attempt_dir in task_dir.glob("attempt-*"):
+        if attempt_dir.name != f"attempt-{keep}":
+            shutil.rmtree(attempt_dir, ignore_errors=True)

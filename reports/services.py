@@ -154,6 +154,7 @@ def _idempotent_repeat(existing: ReportTask, kind: str, cleaned: dict) -> Submit
 # --- claim, complete, fail ----------------------------------------------------
 
 
+CLAIMABLE = (TaskStatus.PENDING, TaskStatus.RETRYING)
 PAUSED_REASON = "kind paused"
 CAP_REASON = "concurrency cap reached"
 
@@ -202,26 +203,27 @@ def _claim_once(*, task_id: int, attempt: int, worker: str) -> "ReportTask | Cla
 
     now = timezone.now()
     with transaction.atomic():
-        task = ReportTask.objects.filter(pk=task_id).only("timeout_seconds", "kind", "priority").first()
-        if task is None:
-            return None
-        waiting = ReportTask.objects.filter(
-            pk=task_id, status__in=(TaskStatus.PENDING, TaskStatus.RETRYING), attempt=attempt - 1
-        )
-        if PausedKind.objects.filter(kind=task.kind).exists():
-            return ClaimDeferred(PAUSED_REASON) if waiting.exists() else None
+        task = ReportTask.objects.filter(pk=task_id).first()
+        if task is None or task.status not in CLAIMABLE or task.attempt != attempt - 1:
+            return None  # phantom: a duplicate or stale delivery, decided without a write
         lease_seconds = task.timeout_seconds + settings.REPORT_LEASE_GRACE
-        lease = now + timedelta(seconds=lease_seconds)
-        claimed = waiting.update(
-            status=TaskStatus.RUNNING,
-            attempt=attempt,
-            started_at=now,
-            finished_at=None,
-            next_retry_at=None,
-            lease_expires_at=lease,
-            updated_at=now,
+        claimed = (
+            ReportTask.objects.filter(pk=task_id, status__in=CLAIMABLE, attempt=attempt - 1)
+            .exclude(kind__in=PausedKind.objects.values("kind"))
+            .update(
+                status=TaskStatus.RUNNING,
+                attempt=attempt,
+                started_at=now,
+                finished_at=None,
+                next_retry_at=None,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                updated_at=now,
+            )
         )
         if not claimed:
+            # Rare path: tell a paused kind (defer, no attempt used) from a lost race (phantom).
+            if PausedKind.objects.filter(kind=task.kind).exists():
+                return ClaimDeferred(PAUSED_REASON)
             return None
         # The slot is taken only by a real claim (never by a phantom), and the claim is undone
         # when there is none: the row stays pending/retrying with its attempt number unused.
@@ -231,11 +233,20 @@ def _claim_once(*, task_id: int, attempt: int, worker: str) -> "ReportTask | Cla
             transaction.set_rollback(True)
             return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
         TaskAttempt.objects.create(task_id=task_id, number=attempt, worker=worker[:200], started_at=now)
-    return ReportTask.objects.get(pk=task_id)
+    # The row as the UPDATE left it, without reading it again.
+    task.status, task.attempt, task.started_at = TaskStatus.RUNNING, attempt, now
+    task.finished_at = task.next_retry_at = None
+    task.lease_expires_at = now + timedelta(seconds=lease_seconds)
+    task.updated_at = now
+    return task
 
 
-def complete_task(*, task_id: int, attempt: int, output_file: str) -> bool:
-    """running -> done, fenced by the attempt number. False: a newer attempt owns the task."""
+def complete_task(
+    *, task_id: int, attempt: int, output_file: str, started_at: datetime | None = None
+) -> bool:
+    """running -> done, fenced by the attempt number. False: a newer attempt owns the task.
+
+    `started_at` (from the claim) spares a read when the attempt row is closed."""
     now = timezone.now()
     with transaction.atomic():
         done = ReportTask.objects.filter(pk=task_id, status=TaskStatus.RUNNING, attempt=attempt).update(
@@ -247,7 +258,7 @@ def complete_task(*, task_id: int, attempt: int, output_file: str) -> bool:
             updated_at=now,
         )
         if done:
-            _close_attempt(task_id, attempt, AttemptOutcome.SUCCEEDED, now)
+            _close_attempt(task_id, attempt, AttemptOutcome.SUCCEEDED, now, started_at=started_at)
     if not done:
         logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task_id, attempt)
     return bool(done)
@@ -302,7 +313,7 @@ def record_attempt_failure(
         )
         if not changed:
             return "fenced"
-        _close_attempt(task_id, attempt, outcome, now, failure)
+        _close_attempt(task_id, attempt, outcome, now, failure, started_at=task.started_at)
         if retry:
             task.refresh_from_db()
             delay_is_due = next_retry_at <= timezone.now()
@@ -317,11 +328,15 @@ def record_attempt_failure(
         return TaskStatus.DEAD
 
 
-def _close_attempt(task_id, attempt, outcome, now, failure: FailureInfo | None = None) -> None:
-    row = TaskAttempt.objects.filter(task_id=task_id, number=attempt).only("started_at").first()
+def _close_attempt(
+    task_id, attempt, outcome, now, failure: FailureInfo | None = None, *, started_at=None
+) -> None:
+    if started_at is None:
+        row = TaskAttempt.objects.filter(task_id=task_id, number=attempt).only("started_at").first()
+        started_at = row.started_at if row else None
     fields = {"outcome": outcome, "finished_at": now}
-    if row is not None:
-        fields["duration_seconds"] = (now - row.started_at).total_seconds()
+    if started_at is not None:
+        fields["duration_seconds"] = (now - started_at).total_seconds()
     if failure is not None:
         fields.update(
             error_type=failure.error_type, error_message=failure.message, traceback=failure.traceback

@@ -57,6 +57,17 @@ def redis_conn(redis_server):
 
 
 @pytest.fixture(autouse=True)
+def live_console_aggregates(settings):
+    """Tests see every change at once; the caching itself has its own test."""
+    from django.core.cache import cache
+
+    settings.CONSOLE_DASHBOARD_CACHE_SECONDS = 0
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def media_root(tmp_path, settings):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.ARCHIVE_DIR = tmp_path / "archive"

@@ -637,3 +637,16 @@ def test_ago_filter_keeps_one_unit():
     assert ago(now - timedelta(minutes=95)) == "1\xa0hour ago"
     assert ago(now - timedelta(days=2, hours=5)) == "2\xa0days ago"
     assert ago(None) == ""
+
+
+def test_dashboard_aggregates_are_shared_between_polls_for_a_while(op_client, settings):
+    settings.CONSOLE_DASHBOARD_CACHE_SECONDS = 60
+    make_dead_letter(error_message="first")
+    before = op_client.get("/console/", HTTP_HX_REQUEST="true").context["letter_counts"]["open"]
+    make_dead_letter(error_message="second")
+
+    cached = op_client.get("/console/", HTTP_HX_REQUEST="true").context["letter_counts"]["open"]
+    settings.CONSOLE_DASHBOARD_CACHE_SECONDS = 0
+    live = op_client.get("/console/", HTTP_HX_REQUEST="true").context["letter_counts"]["open"]
+
+    assert (before, cached, live) == (1, 1, 2)

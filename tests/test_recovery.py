@@ -61,7 +61,11 @@ def test_work_horse_sigkilled_mid_job_is_recovered_and_completes_once(start_work
 def test_late_finisher_of_a_presumed_dead_attempt_is_fenced(start_worker, fast_retries):
     first_worker = start_worker()
     task = submit_task(kind="probe", params={"sleep_seconds": 2}).task
-    wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
+    running = wait_until(
+        lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(),
+        message="attempt 1 to start",
+    )
+    late_horse = horse_pid_of_running_attempt(running)
     # SIGKILL of the parent leaves the work-horse running on its own (RQ_FACTS): it will finish late.
     first_worker.kill(signal.SIGKILL)
     # Time passes beyond the lease: the reaper presumes the attempt dead.
@@ -70,12 +74,7 @@ def test_late_finisher_of_a_presumed_dead_attempt_is_fenced(start_worker, fast_r
     start_worker()
 
     wait_until(lambda: status_of(task.pk) == TaskStatus.DONE, timeout=30, message="attempt 2 to finish")
-    # Wait for the late horse to finish too: the attempt-1 directory gets created then emptied.
-    attempt_one_dir = Path(settings.MEDIA_ROOT) / "reports" / str(task.public_id) / "attempt-1"
-    wait_until(attempt_one_dir.exists, timeout=30, message="the late finisher to write its output")
-    wait_until(
-        lambda: not any(attempt_one_dir.glob("*.csv")), timeout=30, message="the fenced output to be removed"
-    )
+    wait_until(lambda: not _alive(late_horse), timeout=30, message="the late work-horse to finish")
 
     done = ReportTask.objects.get(pk=task.pk)
     assert done.attempt == 2 and done.output_file.endswith("attempt-2/probe.csv")
@@ -83,6 +82,17 @@ def test_late_finisher_of_a_presumed_dead_attempt_is_fenced(start_worker, fast_r
         (1, AttemptOutcome.ABANDONED),
         (2, AttemptOutcome.SUCCEEDED),
     ]
+    media = Path(settings.MEDIA_ROOT) / "reports" / str(task.public_id)
+    assert [p.relative_to(media).as_posix() for p in media.rglob("*.csv")] == ["attempt-2/probe.csv"]
+    assert "late finisher fenced" in first_worker.output()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_phantom_and_duplicate_deliveries_do_nothing(start_worker, redis_conn):

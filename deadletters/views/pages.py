@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.core.cache import cache
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -101,7 +102,7 @@ def _chart(buckets, *, width: int = 720, height: int = 120, label_every: int = 6
     }
 
 
-def _dashboard_context() -> dict:
+def _dashboard_aggregates() -> dict:
     return {
         "task_counts": report_selectors.task_status_counts(),
         "letter_counts": selectors.dead_letter_status_counts(),
@@ -109,10 +110,19 @@ def _dashboard_context() -> dict:
         "chart_24h": _chart(selectors.deaths_per_hour(hours=24), label_every=3),
         "chart_7d": _chart(selectors.deaths_per_hour(hours=24 * 7), label_every=24),
         "top_groups": selectors.top_fingerprints(limit=8),
-        "alerts": _alert_health(),
-        "rq": selectors.rq_overview(),
         "generated_at": timezone.now(),
     }
+
+
+def _dashboard_context() -> dict:
+    # The table-wide aggregates cost up to seconds at a million dead letters; every open
+    # dashboard polls every few seconds, so they are shared for a short while. Alerts and
+    # queues stay live.
+    ttl = settings.CONSOLE_DASHBOARD_CACHE_SECONDS
+    aggregates = (
+        cache.get_or_set("console:dashboard", _dashboard_aggregates, ttl) if ttl else _dashboard_aggregates()
+    )
+    return {**aggregates, "alerts": _alert_health(), "rq": selectors.rq_overview()}
 
 
 def _alert_health() -> dict:
