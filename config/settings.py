@@ -252,6 +252,8 @@ REPORT_KIND_PRIORITIES = _kind_map("REPORT_KIND_PRIORITIES", _priority)
 # At most N running tasks of a kind across all workers ("probe=2,http_export=4"); unset = no cap.
 REPORT_KIND_CONCURRENCY = _kind_map("REPORT_KIND_CONCURRENCY", _positive_int)
 REPORT_BATCH_MAX_ITEMS = env_int("REPORT_BATCH_MAX_ITEMS", 10_000, minimum=1)
+# Larger batches are enqueued by one job on the high queue rather than inside the request.
+REPORT_BATCH_INLINE_ENQUEUE_MAX = env_int("REPORT_BATCH_INLINE_ENQUEUE_MAX", 1000, minimum=0)
 # Batch submit bodies are larger than single submits (10,000 small items are about 1 MiB); Django's
 # DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) still bounds every body.
 REPORT_BATCH_MAX_BODY_BYTES = env_int("REPORT_BATCH_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)

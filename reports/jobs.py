@@ -53,6 +53,15 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
             logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
 
 
+def fan_out_batch(batch_id=None) -> str:
+    if type(batch_id) is not int:
+        logger.error("dropped malformed batch fan-out payload batch_id=%r", batch_id)
+        return "malformed"
+    from reports.batches import enqueue_batch_tasks
+
+    return f"enqueued {enqueue_batch_tasks(batch_id=batch_id)}"
+
+
 def _run_claimed(task, task_id: int, attempt: int) -> str:
     public_id = str(task.public_id)
     ctx = RunContext(

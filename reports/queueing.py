@@ -81,6 +81,20 @@ def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
     return count
 
 
+def enqueue_batch_fan_out(*, batch_id: int) -> str:
+    """One job that enqueues a large batch's tasks (reports.jobs.fan_out_batch)."""
+    job_id = f"batch-fan-out-{batch_id}"
+    get_queue("high").enqueue_call(
+        "reports.jobs.fan_out_batch",
+        args=(batch_id,),
+        job_id=job_id,
+        result_ttl=settings.RQ_RESULT_TTL,
+        failure_ttl=settings.RQ_FAILURE_TTL,
+        description=f"enqueue the tasks of batch {batch_id}",
+    )
+    return job_id
+
+
 def job_states(job_ids: list[str]) -> dict[str, str | None]:
     """RQ's status field for each job id (None when the job hash is gone)."""
     if not job_ids:

@@ -8,6 +8,7 @@ import pytest
 
 from deadletters.models import Alert, AlertCategory
 from reports.batches import BatchConflict, BatchInvalid, aggregate_batches, batch_progress, submit_batch
+from reports.jobs import fan_out_batch
 from reports.models import BatchStatus, ReportBatch, ReportTask, TaskStatus
 from tests.conftest import wait_until
 
@@ -120,7 +121,7 @@ def test_api_submit_and_status(token_client, redis_conn):
     assert token_client.get("/report/batch/not-a-uuid/status").status_code == 404
 
 
-def test_ten_thousand_items_are_accepted_in_one_transaction_and_one_pipeline(redis_conn):
+def test_ten_thousand_items_are_accepted_in_one_transaction_and_fanned_out_by_one_job(redis_conn):
     items = [{"kind": "probe", "params": {"sleep_seconds": 0}} for _ in range(10_000)]
 
     started, cpu = time.perf_counter(), time.process_time()
@@ -129,14 +130,29 @@ def test_ten_thousand_items_are_accepted_in_one_transaction_and_one_pipeline(red
 
     # Printed, not asserted: CI machines are shared. The CPU time is the load-independent figure.
     print(
-        f"\nsubmit_batch of 10,000 items (validate + insert + enqueue_many): {elapsed:.2f}s wall, {cpu:.2f}s CPU"
+        f"\nsubmit_batch of 10,000 items (validate + insert + fan-out job): {elapsed:.2f}s wall, {cpu:.2f}s CPU"
     )
     assert created and ReportTask.objects.filter(batch=batch).count() == 10_000
+    assert redis_conn.lrange("rq:queue:high", 0, -1) == [f"batch-fan-out-{batch.pk}".encode()]
+    assert redis_conn.llen("rq:queue:default") == 0
+
+    started = time.perf_counter()
+    assert fan_out_batch(batch.pk) == "enqueued 10000"  # the job's body, as a worker runs it
+    print(f"fan-out of 10,000 RQ jobs (one pipeline): {time.perf_counter() - started:.2f}s")
     assert redis_conn.llen("rq:queue:default") == 10_000
     started = time.perf_counter()
     progress = batch_progress(batch=batch)
     print(f"batch_progress over 10,000 tasks: {(time.perf_counter() - started) * 1000:.1f}ms")
     assert (progress.total, progress.pending) == (10_000, 10_000)
+
+
+def test_a_large_batch_is_fanned_out_and_run_by_real_workers(start_worker, fast_retries):
+    fast_retries.REPORT_BATCH_INLINE_ENQUEUE_MAX = 5
+    batch, _ = submit_batch(items=probe_items(12), name="over the inline limit")
+    start_worker()
+
+    wait_until(lambda: batch_progress(batch=batch).done == 12, message="the fanned-out batch to finish")
+    assert ReportTask.objects.filter(batch=batch, attempt=1, status=TaskStatus.DONE).count() == 12
 
 
 def test_batch_of_500_with_permanent_failures(start_worker, fast_retries, token_client):
