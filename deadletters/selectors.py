@@ -16,7 +16,7 @@ from django.db.models.functions import Length, Substr, TruncHour
 from django.utils import timezone
 
 from deadletters.filters import DeadLetterFilters, filtered_dead_letters
-from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, DeadLetter, DeadLetterStatus
+from deadletters.models import Alert, AuditEntry, DeadLetter, DeadLetterStatus
 from reports.kinds import KINDS
 
 logger = logging.getLogger(__name__)
@@ -406,36 +406,6 @@ def deaths_per_hour(*, hours: int, now: datetime | None = None) -> list[Bucket]:
 
 def top_fingerprints(*, limit: int = 8) -> list[FingerprintGroup]:
     return fingerprint_groups(DeadLetterFilters(status=DeadLetterStatus.OPEN), limit=limit)
-
-
-def alert_health() -> dict:
-    """Counts of alerts and messages by status, last error and last send (the DingTalk outbox)."""
-    alert_counts = {s: 0 for s in AlertStatus.values}
-    for row in Alert.objects.order_by().values("status").annotate(n=Count("id")):
-        alert_counts[row["status"]] = row["n"]
-    message_counts = {s: 0 for s in AlertStatus.values}
-    for row in AlertMessage.objects.order_by().values("status").annotate(n=Count("id")):
-        message_counts[row["status"]] = row["n"]
-    last_sent = (
-        AlertMessage.objects.exclude(sent_at=None).order_by("-sent_at").values("sent_at", "title").first()
-    )
-    last_error = (
-        AlertMessage.objects.exclude(last_error="")
-        .order_by("-next_attempt_at", "-id")
-        .values("last_error", "last_errcode", "title", "status", "attempts", "next_attempt_at")
-        .first()
-    )
-    return {
-        "alerts": alert_counts,
-        "messages": message_counts,
-        "last_sent": last_sent,
-        "last_error": last_error,
-        "healthy": not message_counts[AlertStatus.FAILED]
-        and not (last_error and last_error["status"] != AlertStatus.SENT),
-    }
-
-
-# --- RQ -----------------------------------------------------------------------
 
 
 def rq_overview() -> dict:
