@@ -5,7 +5,6 @@ never_cache). An htmx request that is not boosted gets the partial; anything els
 """
 
 import json
-import logging
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,8 +30,6 @@ from deadletters.views.access import (
 )
 from reports import selectors as report_selectors
 from reports.models import ReportTask, TaskStatus
-
-logger = logging.getLogger(__name__)
 
 ACTIVE_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
 
