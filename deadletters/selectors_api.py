@@ -57,7 +57,10 @@ def open_dead_letters_page(
         qs = qs.filter(fingerprint=fingerprint)
     if cursor:
         created_at, pk = decode_cursor(cursor)
-        qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
+        # The redundant `created_at <=` bound lets PostgreSQL start the index scan at the cursor.
+        qs = qs.filter(created_at__lte=created_at).filter(
+            Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk)
+        )
     rows = list(
         qs.order_by("-created_at", "-id").values(
             "id",

@@ -4,56 +4,19 @@ Same authentication and error format as reports/api/views.py; a rejected batch a
 `errors`: one entry per bad item, `{"index": i, "field": f, "error": msg}`, and nothing is written.
 """
 
-import json
 import uuid
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.urls import reverse
 
 from reports.api.auth import api_endpoint
 from reports.api.errors import ApiError
+from reports.api.views import _iso, read_json_object
 from reports.batches import BatchConflict, BatchInvalid, batch_progress, submit_batch
 from reports.models import ReportBatch
 
 SUBMIT_FIELDS = {"items", "idempotency_key", "name", "priority"}
-
-
-def _iso(value):
-    return value.isoformat() if value else None
-
-
-def _read_body(request) -> dict:
-    limit = settings.REPORT_BATCH_MAX_BODY_BYTES
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise ApiError(400, "Content-Length is not a number") from None
-    if length > limit:
-        raise ApiError(413, f"the body is {length} bytes; the limit is {limit}")
-    if (request.content_type or "") != "application/json":
-        raise ApiError(
-            415, f"Content-Type must be application/json, not {request.content_type or 'missing'!r}"
-        )
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        raise ApiError(413, "the body is over the server's upload limit") from None
-    if len(body) > limit:
-        raise ApiError(413, f"the body is over the limit of {limit} bytes")
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ApiError(400, f"the body is not valid JSON: {str(exc)[:200]}") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the body must be a JSON object")
-    for name in data:
-        if name not in SUBMIT_FIELDS:
-            raise ApiError(
-                400, f"unknown field {name[:64]!r}; allowed: {', '.join(sorted(SUBMIT_FIELDS))}", name[:64]
-            )
-    return data
 
 
 def batch_status_body(batch: ReportBatch) -> dict:
@@ -71,7 +34,7 @@ def batch_status_body(batch: ReportBatch) -> dict:
 
 @api_endpoint(methods=("POST",))
 def batch_submit(request):
-    data = _read_body(request)
+    data = read_json_object(request, allowed=SUBMIT_FIELDS, max_bytes=settings.REPORT_BATCH_MAX_BODY_BYTES)
     header_key = request.headers.get("Idempotency-Key")
     body_key = data.get("idempotency_key")
     if header_key is not None and body_key is not None and header_key != body_key:

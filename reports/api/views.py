@@ -34,23 +34,26 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def read_json_object(request, *, allowed: set[str], required: bool = True) -> dict:
+def read_json_object(
+    request, *, allowed: set[str], required: bool = True, max_bytes: int | None = None
+) -> dict:
     """The request body as a JSON object, or ApiError: 413 too big, 415 not JSON, 400 malformed."""
+    limit = max_bytes or settings.API_MAX_BODY_BYTES
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise ApiError(400, "Content-Length is not a number") from None
-    if length > settings.API_MAX_BODY_BYTES:
-        raise ApiError(413, f"the body is {length} bytes; the limit is {settings.API_MAX_BODY_BYTES}")
+    if length > limit:
+        raise ApiError(413, f"the body is {length} bytes; the limit is {limit}")
     try:
         body = request.body
     except RequestDataTooBig:
-        raise ApiError(413, f"the body is over the limit of {settings.API_MAX_BODY_BYTES} bytes") from None
+        raise ApiError(413, f"the body is over the limit of {limit} bytes") from None
     except RawPostDataException:
         # A form body the CSRF check of a session POST already parsed: not JSON anyway.
         raise ApiError(415, f"Content-Type must be application/json, not {request.content_type!r}") from None
-    if len(body) > settings.API_MAX_BODY_BYTES:
-        raise ApiError(413, f"the body is over the limit of {settings.API_MAX_BODY_BYTES} bytes")
+    if len(body) > limit:
+        raise ApiError(413, f"the body is over the limit of {limit} bytes")
     if not body.strip():
         if required:
             raise ApiError(400, "the body must be a JSON object")
