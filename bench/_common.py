@@ -10,6 +10,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,9 +33,11 @@ class Bench:
 
     def cleanup(self) -> None:
         for proc in self.workers:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            try:  # the whole group: RQ's scheduler and a horse are children of a worker
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
         from django.db import connections
 
         connections.close_all()

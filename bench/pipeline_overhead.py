@@ -1,19 +1,31 @@
 """Bench 1: pipeline overhead. N no-op report tasks (probe, write_output false) submitted and run
-to `done`, versus bare RQ running N no-op functions (bench.noop.noop): same Redis, same worker
-class, same number of `manage.py rqworker --burst` processes, rounds alternating ours/bare.
+to `done` by our workers, against what a user could pick instead, all on the same Redis and
+machine, in alternating rounds:
 
-    .venv/bin/python bench/pipeline_overhead.py [--n 2000] [--rounds 3] [--workers 2]
-        [--worker-class fork|simple|fork-preload] [--postgres postgres://postgres@127.0.0.1/postgres]
+  ours fork     reports.worker.ReportWorker x W    (`manage.py rqworker --burst`), N report tasks
+  bare fork     rq.Worker x W                       N no-op RQ jobs (bench.noop.noop)
+  ours simple   reports.worker.SimpleReportWorker x W
+  bare simple   rq.SimpleWorker x W
+  celery        Celery prefork, W pool processes, task_acks_late (bench/workers.py), N no-op tasks
 
-Figures per round:
-  submit/s   tasks (ours: submit_task, one transaction + enqueue each) or jobs (bare: enqueue_call)
-  run/s      N / (last job ended - first job started), read from RQ's own job hashes: the
-             workers' processing rate, without process start-up
-  e2e/s      N / (submit time + worker wall time from launch to exit, start-up included)
-The ratio ours/bare of run/s is the figure the issue targets (>= 0.9).
+    .venv/bin/python bench/pipeline_overhead.py [--n 1000] [--rounds 3] [--workers 2]
+        [--variants fork,simple,celery] [--postgres postgres://postgres@127.0.0.1:5432/postgres]
+
+Figures per run:
+  submit/s   tasks (ours: submit_task, one transaction + enqueue each) or jobs/messages enqueued
+  run/s      N / (first started -> last finished), process start-up excluded. Ours: from the
+             first claim to the last recorded outcome (the database's timestamps: everything the
+             worker does per task is inside); RQ: the job hashes' started_at/ended_at; Celery:
+             first task started -> queue and unacked set drained (polled every 2 ms)
+  e2e/s      N / (submit time + the workers' wall time from launch to exit, start-up included)
+The ratio ours/bare of run/s, per worker kind, is the figure the issue targets (>= 0.9).
 """
 
+import importlib.util
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,18 +34,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _common  # noqa: E402
 
 WORKER_CLASSES = {
-    "fork": "rq.Worker",
-    "simple": "rq.SimpleWorker",
-    "fork-preload": "bench.workers.PreloadedWorker",
+    ("ours", "fork"): "reports.worker.ReportWorker",
+    ("bare", "fork"): "rq.Worker",
+    ("ours", "simple"): "reports.worker.SimpleReportWorker",
+    ("bare", "simple"): "rq.SimpleWorker",
 }
 
 
 def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
-    p.add_argument("--n", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=3, help="rounds of (ours, bare); 3 by default")
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3, help="rounds, each running every variant once")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--worker-class", choices=sorted(WORKER_CLASSES), default="fork")
+    p.add_argument("--variants", default="fork,simple,celery", help="comma-separated: fork, simple, celery")
     args = p.parse_args()
     bench = _common.setup(postgres=args.postgres)
     try:
@@ -43,19 +56,27 @@ def main() -> None:
 
 
 def run(bench, args) -> None:
+    from django.conf import settings
     from django.db import connection
+    from django.db.models import Max, Min
+    from rq import Queue
     from rq.job import Job
 
     from reports import queueing
-    from reports.models import ReportTask, TaskStatus
+    from reports.models import ReportTask, TaskAttempt, TaskStatus
     from reports.services import submit_task
 
     conn = queueing.redis_connection()
-    queue = queueing.get_queue("default")
-    worker_class = WORKER_CLASSES[args.worker_class]
+    pickled_queue = Queue("default", connection=conn)  # bare RQ as shipped: pickle, rq.Worker's default
     n = args.n
+    kinds = [k.strip() for k in args.variants.split(",") if k.strip()]
+    if "celery" in kinds and importlib.util.find_spec("celery") is None:
+        print('celery is not installed (.venv/bin/pip install -e ".[bench]"): skipping that variant')
+        kinds.remove("celery")
+    variants = [(side, kind) for kind in kinds if kind != "celery" for side in ("ours", "bare")]
+    variants += [("celery", "prefork")] if "celery" in kinds else []
 
-    def run_workers(label: str) -> float:
+    def run_workers(label: str, worker_class: str) -> float:
         start = time.perf_counter()
         procs = [
             _common.start_worker(bench, name=f"{label}-{i}-{time.monotonic_ns()}", burst=True,
@@ -67,58 +88,98 @@ def run(bench, args) -> None:
                 raise SystemExit(f"a worker exited with {proc.returncode}; logs in {bench.tmp}")
         return time.perf_counter() - start
 
-    def span(job_ids: list[str]) -> float:
+    def ours(kind: str) -> dict:
+        conn.flushall()
+        first_new = (ReportTask.objects.order_by("-pk").values_list("pk", flat=True).first() or 0) + 1
+        t0 = time.perf_counter()
+        for _ in range(n):
+            submit_task(kind="probe", params={"write_output": False})
+        submit = time.perf_counter() - t0
+        wall = run_workers(f"ours-{kind}", WORKER_CLASSES[("ours", kind)])
+        done = ReportTask.objects.filter(pk__gte=first_new, status=TaskStatus.DONE).count()
+        if done != n:
+            raise SystemExit(f"only {done} of {n} tasks are done; logs in {bench.tmp}")
+        span = TaskAttempt.objects.filter(task_id__gte=first_new).aggregate(a=Min("started_at"), b=Max("finished_at"))
+        connection.close()
+        return {"submit": n / submit, "run": n / (span["b"] - span["a"]).total_seconds(), "e2e": n / (submit + wall)}
+
+    def bare(kind: str) -> dict:
+        conn.flushall()
+        t0 = time.perf_counter()
+        ids = [pickled_queue.enqueue_call("bench.noop.noop", result_ttl=600).id for _ in range(n)]
+        submit = time.perf_counter() - t0
+        wall = run_workers(f"bare-{kind}", WORKER_CLASSES[("bare", kind)])
         starts, ends = [], []
-        for i in range(0, len(job_ids), 1000):
-            for job in Job.fetch_many(job_ids[i:i + 1000], connection=conn):
+        for i in range(0, n, 1000):
+            for job in Job.fetch_many(ids[i:i + 1000], connection=conn):
                 if job is None or job.ended_at is None:
                     raise SystemExit("a job hash is missing or unfinished")
                 starts.append(job.started_at)
                 ends.append(job.ended_at)
-        return (max(ends) - min(starts)).total_seconds()
+        return {"submit": n / submit, "run": n / (max(ends) - min(starts)).total_seconds(), "e2e": n / (submit + wall)}
 
-    def ours() -> dict:
+    def celery(kind: str) -> dict:
         conn.flushall()
-        first_new = (ReportTask.objects.order_by("-pk").values_list("pk", flat=True).first() or 0) + 1
-        t0 = time.perf_counter()
-        ids = [submit_task(kind="probe", params={"write_output": False}).task.pk for _ in range(n)]
-        submit = time.perf_counter() - t0
-        wall = run_workers("ours")
-        done = ReportTask.objects.filter(pk__gte=first_new, status=TaskStatus.DONE).count()
-        if done != n:
-            raise SystemExit(f"only {done} of {n} tasks are done; logs in {bench.tmp}")
-        connection.close()
-        run_s = span([queueing.job_id_for(pk, 1) for pk in ids])
-        return {"submit": n / submit, "run": n / run_s, "e2e": n / (submit + wall)}
+        os.environ["BENCH_CELERY_BROKER"] = settings.REDIS_URL
+        from bench import workers as celery_side
 
-    def bare() -> dict:
-        conn.flushall()
+        celery_side.app.conf.broker_url = settings.REDIS_URL
         t0 = time.perf_counter()
-        ids = [queue.enqueue_call("bench.noop.noop", result_ttl=600).id for _ in range(n)]
+        with celery_side.app.producer_or_acquire() as producer:
+            for _ in range(n):
+                celery_side.noop.apply_async(producer=producer)
         submit = time.perf_counter() - t0
-        wall = run_workers("bare")
-        run_s = span(ids)
-        return {"submit": n / submit, "run": n / run_s, "e2e": n / (submit + wall)}
+        log = open(bench.tmp / f"celery-{time.monotonic_ns()}.log", "w")
+        launched = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "bench.workers", "worker", "--pool", "prefork",
+             "--concurrency", str(args.workers), "--without-gossip", "--without-mingle", "--without-heartbeat",
+             "--loglevel", "WARNING", "-Q", celery_side.QUEUE],
+            # Without DJANGO_SETTINGS_MODULE: a bare Celery, not its Django fix-up.
+            cwd=_common.BASE_DIR, env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        bench.workers.append(proc)
+        while conn.llen(celery_side.QUEUE) or conn.hlen("unacked") or not conn.exists(celery_side.FIRST_START_KEY):
+            if proc.poll() is not None:
+                raise SystemExit(f"the celery worker exited with {proc.returncode}; log in {log.name}")
+            time.sleep(0.002)
+        drained = time.time()
+        wall = time.perf_counter() - launched
+        first = float(conn.get(celery_side.FIRST_START_KEY))
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+        return {"submit": n / submit, "run": n / (drained - first), "e2e": n / (submit + wall)}
 
-    print(f"bench 1 pipeline overhead: n={n}, {args.workers} x {worker_class} (burst), "
+    runners = {"ours": ours, "bare": bare, "celery": celery}
+    print(f"bench 1 pipeline overhead: n={n}, {args.workers} workers (or pool processes) each, "
           f"database {connection.vendor}, rounds={args.rounds}")
     print(f"conditions: {_common.conditions()}")
-    results = {"ours": [], "bare": []}
+    results: dict[tuple, list] = {variant: [] for variant in variants}
     for r in range(1, args.rounds + 1):
-        for label, fn in (("ours", ours), ("bare", bare)):
-            figures = fn()
-            results[label].append(figures)
-            print(f"round {r} {label:4}: submit {figures['submit']:8.1f}/s  run {figures['run']:7.1f}/s  "
-                  f"e2e {figures['e2e']:7.1f}/s", flush=True)
-    med = {label: {k: statistics.median(f[k] for f in rows) for k in ("submit", "run", "e2e")}
-           for label, rows in results.items()}
-    for label in ("ours", "bare"):
-        m = med[label]
-        print(f"median {label:4}: submit {m['submit']:8.1f}/s  run {m['run']:7.1f}/s  e2e {m['e2e']:7.1f}/s")
-    per_round = [o["run"] / b["run"] for o, b in zip(results["ours"], results["bare"], strict=True)]
-    print(f"ratio ours/bare run throughput: median {statistics.median(per_round):.3f} "
-          f"(per round {', '.join(f'{x:.3f}' for x in per_round)}; target >= 0.9)")
-    print(f"ratio ours/bare end-to-end (submit + run): {med['ours']['e2e'] / med['bare']['e2e']:.3f}")
+        for variant in variants:
+            figures = runners[variant[0]](variant[1])
+            results[variant].append(figures)
+            print(f"round {r} {variant[0]:6} {variant[1]:7}: submit {figures['submit']:8.1f}/s  "
+                  f"run {figures['run']:7.1f}/s  e2e {figures['e2e']:7.1f}/s", flush=True)
+        print(f"  load average now {os.getloadavg()[0]:.2f}", flush=True)
+    med = {v: {k: statistics.median(f[k] for f in rows) for k in ("submit", "run", "e2e")} for v, rows in results.items()}
+    for variant, m in med.items():
+        print(f"median {variant[0]:6} {variant[1]:7}: submit {m['submit']:8.1f}/s  run {m['run']:7.1f}/s  "
+              f"e2e {m['e2e']:7.1f}/s")
+    for kind in ("fork", "simple"):
+        if ("ours", kind) not in results:
+            continue
+        per_round = [o["run"] / b["run"] for o, b in zip(results[("ours", kind)], results[("bare", kind)], strict=True)]
+        e2e = med[("ours", kind)]["e2e"] / med[("bare", kind)]["e2e"]
+        print(f"ratio ours/bare {kind:6} run throughput: median {statistics.median(per_round):.3f} "
+              f"(per round {', '.join(f'{x:.3f}' for x in per_round)}; target >= 0.9); end-to-end {e2e:.3f}")
+    if ("celery", "prefork") in med and ("ours", "fork") in med:
+        celery_run = med[("celery", "prefork")]["run"]
+        print("against Celery prefork (acks_late), run throughput: "
+              + ", ".join(f"{side} {kind} {med[(side, kind)]['run'] / celery_run:.2f}"
+                          for side, kind in variants if side != "celery"))
+    print(f"conditions at the end: {_common.conditions()}")
 
 
 if __name__ == "__main__":

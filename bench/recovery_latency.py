@@ -1,18 +1,27 @@
-"""Bench 4: recovery latency.
+"""Bench 4: recovery latency, with the DEFAULT lease settings (REPORT_JOB_TIMEOUT 300 s,
+REPORT_HEARTBEAT_SECONDS 3, REPORT_LEASE_SECONDS 12) and a real `manage.py reap_tasks --loop`
+at its default interval (REAPER_INTERVAL, 5 s), against 2 `manage.py rqworker` processes:
 
-(a) SIGKILL of a work-horse mid-task -> the task running again (the next attempt's started_at).
-    The lease is short (REPORT_JOB_TIMEOUT=2, REPORT_LEASE_GRACE=0); this script plays the reaper
-    loop (`manage.py reap_tasks --loop`) every --reaper-interval seconds. Expected: the lease time
-    left at the kill + up to one reaper interval + the pick-up by the worker.
+(a) SIGKILL at a random moment of a running attempt (a probe sleeping 3 s), of
+      horse    the work-horse only (the OOM killer's usual victim): its worker records it
+      worker   the worker's whole process group (worker, scheduler, horse): the reaper, once the
+               heartbeat lapsed, takes the attempt back
+      parent   the worker process only: its horse dies with it; the reaper as above
+    -> the attempt recorded `abandoned` (retry decided) and -> the next attempt running (claimed
+    by a worker). The retry backoff is set to 0 so the figure is the recovery, not the policy:
+    with the default REPORT_RETRY_BACKOFF the next attempt starts its first step (10 s, +20 %
+    jitter at most) after the retry is decided.
 (b) A task's final failure (the dead letter's created_at) -> the request at a local fake DingTalk
     robot (tests/dingtalk_fake.py), delivered by the send job the death kicks onto the `high` queue.
 
-    .venv/bin/python bench/recovery_latency.py [--rounds 5] [--reaper-interval 1.0]
+    .venv/bin/python bench/recovery_latency.py [--rounds 5] [--postgres ADMIN_URL]
 """
 
 import os
+import random
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,14 +36,12 @@ SECRET = "SECbench-robot-secret-0123456789"
 def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reaper-interval", type=float, default=1.0)
+    p.add_argument("--scenarios", default="horse,worker,parent")
     args = p.parse_args()
     robot = FakeDingTalk(secret=SECRET).start()
     bench = _common.setup(
         postgres=args.postgres,
         extra_env={
-            "REPORT_JOB_TIMEOUT": "2",
-            "REPORT_LEASE_GRACE": "0",
             "REPORT_RETRY_BACKOFF": "0",
             "REPORT_RETRY_JITTER": "0",
             "DINGTALK_WEBHOOK": robot.webhook,
@@ -50,74 +57,116 @@ def main() -> None:
         robot.stop()
 
 
-def wait_for(predicate, timeout=60.0, interval=0.01, tick=None):
+def wait_for(predicate, timeout=120.0, interval=0.01, what="a condition"):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise SystemExit("timed out")
-        if tick:
-            tick()
+            raise SystemExit(f"timed out waiting for {what}")
         time.sleep(interval)
 
 
+def horse_of(worker_pid: int) -> int | None:
+    try:
+        children = Path(f"/proc/{worker_pid}/task/{worker_pid}/children").read_text().split()
+    except FileNotFoundError:
+        return None
+    for child in map(int, children):
+        try:
+            if os.getpgid(child) == child:
+                return child
+        except ProcessLookupError:
+            continue
+    return None
+
+
 def run(bench, robot, args) -> None:
+    from django.conf import settings
     from django.db import connection
 
     from deadletters.models import DeadLetter
     from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
-    from reports.services import reap_tasks, submit_task
+    from reports.services import submit_task
 
-    print(f"bench 4 recovery latency: rounds={args.rounds}, 1 x rq.Worker with scheduler, lease 2 s, "
-          f"reaper every {args.reaper_interval:g} s, database {connection.vendor}")
+    print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker (reports.worker.ReportWorker) with "
+          f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, "
+          f"lease {settings.REPORT_LEASE_SECONDS:g} s, `reap_tasks --loop` every {settings.REAPER_INTERVAL} s, "
+          f"retry backoff 0, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
-    worker = _common.start_worker(bench, name="latency", burst=False, worker_class="rq.Worker",
-                                  queues=("high", "default", "low"), scheduler=True)
-    last_reap = [0.0]
+    workers: dict[str, subprocess.Popen] = {}
 
-    def reaper():
-        if time.monotonic() - last_reap[0] >= args.reaper_interval:
-            reap_tasks(use_lock=False)
-            last_reap[0] = time.monotonic()
+    def start() -> None:
+        name = f"latency-{len(workers) + 1}"  # a new name: the dead worker's key lingers in Redis
+        workers[name] = _common.start_worker(bench, name=name, burst=False, worker_class="reports.worker.ReportWorker",
+                                             queues=("high", "default", "low"), scheduler=True)
 
-    totals, lease_left, after_lease = [], [], []
-    for r in range(1, args.rounds + 1):
-        task = submit_task(kind="probe", params={"sleep_seconds": 1.5}).task
-        attempt = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=1).first(), timeout=120)
-        time.sleep(0.3)  # mid-task: the horse is sleeping inside generate()
-        pid = int(attempt.worker.rsplit("pid ", 1)[1])
-        killed_wall = time.time()
-        os.kill(pid, signal.SIGKILL)
-        lease = ReportTask.objects.get(pk=task.pk).lease_expires_at.timestamp()
-        second = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=2).first(), tick=reaper)
-        wait_for(lambda t=task: ReportTask.objects.get(pk=t.pk).status == TaskStatus.DONE, tick=reaper)
-        first = TaskAttempt.objects.get(task=task, number=1)
-        assert first.outcome == AttemptOutcome.ABANDONED
-        total = second.started_at.timestamp() - killed_wall
-        totals.append(total)
-        lease_left.append(lease - killed_wall)
-        after_lease.append(second.started_at.timestamp() - lease)
-        print(f"round {r}: kill -> running again {total:6.2f}s (lease left at kill {lease - killed_wall:5.2f}s, "
-              f"lease end -> next attempt started {second.started_at.timestamp() - lease:5.2f}s)", flush=True)
-    print(f"kill -> running again: median {statistics.median(totals):.2f}s, max {max(totals):.2f}s; "
-          f"after the lease ended: median {statistics.median(after_lease):.2f}s, max {max(after_lease):.2f}s")
+    for _ in (1, 2):
+        start()
+    reaper_log = open(bench.tmp / "reaper.log", "w")
+    reaper = subprocess.Popen([sys.executable, str(_common.BASE_DIR / "manage.py"), "reap_tasks", "--loop"],
+                              cwd=_common.BASE_DIR, env=dict(os.environ), stdout=reaper_log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    bench.workers.append(reaper)
+    rng = random.Random(4)
+    figures: dict[str, list[tuple[float, float]]] = {}
+    for scenario in [s.strip() for s in args.scenarios.split(",") if s.strip()]:
+        for r in range(1, args.rounds + 1):
+            task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
+            attempt = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=1).first(),
+                               what=f"attempt 1 of task {task.pk} (logs in {bench.tmp})")
+            time.sleep(rng.uniform(0.3, 2.5))  # mid-task, at a random moment of the heartbeat cycle
+            name = attempt.worker.rsplit(" pid ", 1)[0]
+            worker_pid = int(attempt.worker.rsplit(" pid ", 1)[1])
+            horse = horse_of(worker_pid)
+            if horse is None and scenario == "horse":
+                raise SystemExit(f"no work-horse found under worker {worker_pid}")
+            killed = time.time()
+            if scenario == "horse":
+                os.kill(horse, signal.SIGKILL)
+            elif scenario == "worker":  # as an OOM kill of the container would
+                os.killpg(worker_pid, signal.SIGKILL)
+                if horse:
+                    os.kill(horse, signal.SIGKILL)
+            else:
+                os.kill(worker_pid, signal.SIGKILL)
+            second = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=2).first(), interval=0.005,
+                              what=f"attempt 2 of task {task.pk} (logs in {bench.tmp})")
+            first = TaskAttempt.objects.get(task=task, number=1)
+            assert first.outcome == AttemptOutcome.ABANDONED, first.outcome
+            decided = first.finished_at.timestamp() - killed
+            running = second.started_at.timestamp() - killed
+            figures.setdefault(scenario, []).append((decided, running))
+            print(f"{scenario:6} round {r}: kill -> retry decided {decided:6.2f}s, -> next attempt running "
+                  f"{running:6.2f}s ({first.error_type.rsplit('.', 1)[1]})", flush=True)
+            if scenario != "horse":
+                workers[name].wait(10)
+                start()  # the supervisor (systemd, `manage.py up`) starts a worker again
+            wait_for(lambda t=task: ReportTask.objects.get(pk=t.pk).status == TaskStatus.DONE,
+                     what=f"task {task.pk} to finish (logs in {bench.tmp})")
+    for scenario, rows in figures.items():
+        decided, running = [row[0] for row in rows], [row[1] for row in rows]
+        print(f"{scenario:6}: kill -> next attempt running median {statistics.median(running):.2f}s "
+              f"(max {max(running):.2f}s); kill -> retry decided median {statistics.median(decided):.2f}s")
 
     alert_lat = []
     for r in range(1, args.rounds + 1):
         before = len(robot.received)
         task = submit_task(kind="probe", params={"fail_permanently": True}).task
-        letter = wait_for(lambda t=task: DeadLetter.objects.filter(task=t).first(), timeout=120)
-        wait_for(lambda b=before: len(robot.accepted) > b and len(robot.received) > b, timeout=120)
-        received = robot.received[before]
-        latency = received.at - letter.created_at.timestamp()
+        letter = wait_for(lambda t=task: DeadLetter.objects.filter(task=t).first())
+        wait_for(lambda b=before: len(robot.accepted) > b and len(robot.received) > b)
+        latency = robot.received[before].at - letter.created_at.timestamp()
         alert_lat.append(latency)
         print(f"round {r}: dead letter created -> robot request {latency * 1000:7.1f} ms", flush=True)
     print(f"final failure -> DingTalk request: median {statistics.median(alert_lat) * 1000:.1f} ms, "
           f"max {max(alert_lat) * 1000:.1f} ms ({len(robot.accepted)} accepted by the fake robot)")
-    worker.send_signal(signal.SIGTERM)
-    worker.wait(30)
+    print(f"conditions at the end: {_common.conditions()}")
+    for proc in [*workers.values(), reaper]:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in [*workers.values(), reaper]:
+        proc.wait(30)
 
 
 if __name__ == "__main__":

@@ -1,40 +1,45 @@
-"""A forking RQ worker that prepares its parent before forking, to measure what that is worth.
+"""The Celery side of bench/pipeline_overhead.py: what a user might pick instead of this project.
 
-RQ imports a job's function inside the work-horse, after the fork, and every horse starts with
-cold Django state (lazily built model metadata, no database connection). PreloadedWorker imports
-the job modules once in the parent and runs the claim/complete queries against a task id that
-cannot exist (no row changes), then closes the connections so no horse inherits a socket.
-Bench 1 runs it with `--worker-class fork-preload`, for both sides, so the comparison stays fair.
+A prefork Celery worker (`--pool prefork --concurrency N`, as many processes as the RQ side has
+workers) with late acknowledgement (`task_acks_late`: a message is acknowledged after its task
+ran, the at-least-once setting a reliable pipeline needs), on the same Redis, running a no-op.
+Each pool process notes its first task's start once (one SET NX per process, not per task), so
+the run time is measured the way the RQ side's is: first task started -> last task finished.
+
+Needs the `bench` extra: `.venv/bin/pip install -e ".[bench]"`.
 """
 
-import importlib
+import os
+import time
 
-from rq import Worker
+from celery import Celery
+from celery.signals import task_prerun
 
-PRELOAD = ("reports.jobs", "reports.kinds", "deadletters.services", "bench.noop")
+QUEUE = "bench-celery"
+FIRST_START_KEY = "bench:celery:first-start"
 
+app = Celery("bench", broker=os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/0"))
+app.conf.update(
+    task_acks_late=True,
+    task_ignore_result=True,
+    task_default_queue=QUEUE,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+)
 
-def warm_up() -> None:
-    from django.db import connections, transaction
-
-    from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
-
-    with transaction.atomic():
-        ReportTask.objects.filter(pk=-1).only("timeout_seconds", "kind", "priority").first()
-        PausedKind.objects.filter(kind="").exists()
-        ReportTask.objects.filter(pk=-1, status=TaskStatus.RUNNING, attempt=0).update(status=TaskStatus.RUNNING)
-        TaskAttempt.objects.filter(task_id=-1, number=0).only("started_at").first()
-        TaskAttempt.objects.filter(task_id=-1, number=0, outcome=AttemptOutcome.RUNNING).update(
-            outcome=AttemptOutcome.RUNNING
-        )
-        ReportTask.objects.filter(pk=-1).first()
-        transaction.set_rollback(True)
-    connections.close_all()
+_noted = False
 
 
-class PreloadedWorker(Worker):
-    def __init__(self, *args, **kwargs):
-        for module in PRELOAD:
-            importlib.import_module(module)
-        warm_up()
-        super().__init__(*args, **kwargs)
+@task_prerun.connect
+def _note_first_start(**kwargs) -> None:
+    global _noted
+    if not _noted:
+        _noted = True
+        app.backend  # noqa: B018 - keep Celery's lazy set-up out of the measured path
+        with app.connection_for_write() as conn:
+            conn.default_channel.client.set(FIRST_START_KEY, repr(time.time()), nx=True)
+
+
+@app.task(name="bench.noop")
+def noop() -> None:
+    return None

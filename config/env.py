@@ -5,13 +5,22 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 
+def _raw(name: str) -> str | None:
+    """The variable's value, or None when it is unset or blank: `DATABASE_URL=` means the default."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    return value
+
+
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    raw = _raw(name)
+    return default if raw is None else raw
 
 
 def env_bool(name: str, default: bool = False) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = _raw(name)
+    if raw is None:
         return default
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
@@ -22,8 +31,8 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = _raw(name)
+    if raw is None:
         return default
     try:
         value = int(raw)
@@ -35,8 +44,8 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = _raw(name)
+    if raw is None:
         return default
     try:
         value = float(raw)
@@ -48,7 +57,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
 
 
 def env_float_list(name: str, default: str) -> tuple[float, ...]:
-    raw = os.environ.get(name) or default
+    raw = _raw(name) or default
     try:
         values = tuple(float(part) for part in raw.split(",") if part.strip())
     except ValueError:
@@ -59,5 +68,5 @@ def env_float_list(name: str, default: str) -> tuple[float, ...]:
 
 
 def env_list(name: str, default: str) -> list[str]:
-    raw = os.environ.get(name, default)
+    raw = _raw(name) or default
     return [part.strip() for part in raw.split(",") if part.strip()]

@@ -43,8 +43,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_rq",
+    "csp",
+    # The layers, lowest first: each imports only those above it in this list.
     "reports",
     "deadletters",
+    "console",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -56,8 +60,28 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Content-Security-Policy: the console's pages load scripts, styles and images from static/ only,
+# with no inline script, inline event handler or inline style (htmx is told not to inject its
+# indicator styles). A script injected through a bug in a template has nowhere to run. The
+# admin is Django's own and keeps its defaults.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/admin/"],
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+    },
+}
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -93,7 +117,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so worker processes started by the tests see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 else:
-    DATABASES["default"].setdefault("TEST", {})
+    if "postgresql" in DATABASES["default"]["ENGINE"]:
+        # libpq waits forever for an unreachable server by default.
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
+    # One test database per test session, so sessions on one server (CI's two runs, a developer's
+    # parallel checkouts) never drop each other's database.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and RQ -------------------------------------------------------------
@@ -102,8 +131,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 REDIS_URL = env_str("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 REPORT_QUEUES = ("high", "default", "low")
-RQ_QUEUES = {name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 360} for name in REPORT_QUEUES}
-RQ = {"COMMIT_MODE": "auto"}  # we enqueue from transaction.on_commit ourselves
+# Jobs carry only integers, so they are JSON: unpickling what sits in Redis would run whatever
+# code anyone able to write there put in it. reports.queueing.JobSerializer also reads the
+# pickled jobs of earlier releases, while RQ_ACCEPT_PICKLED_JOBS is on (README, "Upgrading").
+JOB_SERIALIZER = "reports.queueing.JobSerializer"
+RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
+RQ_QUEUES = {
+    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 360, "SERIALIZER": JOB_SERIALIZER} for name in REPORT_QUEUES
+}
+# rqworker (and `manage.py up`) start our worker class unless --worker-class says otherwise: the
+# worker process claims each attempt, heartbeats its lease and records its outcome.
+RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "reports.worker.ReportWorker"}  # we enqueue on commit ourselves
 RQ_SHOW_ADMIN_LINK = False
 
 # --- Report tasks -------------------------------------------------------------
@@ -111,12 +149,27 @@ REPORT_MAX_ATTEMPTS = env_int("REPORT_MAX_ATTEMPTS", 3, minimum=1)
 REPORT_RETRY_BACKOFF = env_float_list("REPORT_RETRY_BACKOFF", "10,30,60")
 REPORT_RETRY_JITTER = env_float("REPORT_RETRY_JITTER", 0.2, minimum=0)
 REPORT_JOB_TIMEOUT = env_int("REPORT_JOB_TIMEOUT", 300, minimum=1)
+# A running attempt's lease: its worker renews it every REPORT_HEARTBEAT_SECONDS; the reaper takes
+# the attempt back (abandoned) once it has not been renewed for REPORT_LEASE_SECONDS.
+REPORT_HEARTBEAT_SECONDS = env_float("REPORT_HEARTBEAT_SECONDS", 3.0, minimum=0.1)
+REPORT_LEASE_SECONDS = env_float("REPORT_LEASE_SECONDS", 12.0, minimum=0.3)
+if REPORT_LEASE_SECONDS < 2 * REPORT_HEARTBEAT_SECONDS:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("REPORT_LEASE_SECONDS must be at least twice REPORT_HEARTBEAT_SECONDS")
+# Attempts run by a worker that does not heartbeat (a plain rq.Worker) lease timeout + grace, and so
+# do concurrency slots, whose holder may die without releasing them.
 REPORT_LEASE_GRACE = env_int("REPORT_LEASE_GRACE", 30, minimum=0)
+# A database statement of a worker process (claim, heartbeat, outcome) is cancelled after this many
+# seconds (PostgreSQL; SQLite stops waiting for its write lock), so a stuck database is logged and
+# retried instead of hanging the worker.
+REPORT_WORKER_DB_TIMEOUT = env_float("REPORT_WORKER_DB_TIMEOUT", 30.0, minimum=0.1)
 REPORT_PARAMS_MAX_BYTES = env_int("REPORT_PARAMS_MAX_BYTES", 64 * 1024, minimum=1)
 # How long a pending/retrying task may sit past its due time with no RQ job
 # before the reaper enqueues it again.
 REPORT_REENQUEUE_AFTER = env_int("REPORT_REENQUEUE_AFTER", 30, minimum=0)
-REAPER_INTERVAL = env_int("REAPER_INTERVAL", 15, minimum=1)
+# A pass is a few indexed queries; a worker killed whole is recovered within the lease + this.
+REAPER_INTERVAL = env_int("REAPER_INTERVAL", 5, minimum=1)
 RQ_RESULT_TTL = env_int("RQ_RESULT_TTL", 600, minimum=0)
 RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
 
@@ -126,6 +179,8 @@ HTTP_EXPORT_TIMEOUT = env_float("HTTP_EXPORT_TIMEOUT", 10.0, minimum=0.1)
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
+# Replay, archive and discard (one letter, a bulk, the API) refuse to act without a reason.
+DEADLETTER_REQUIRE_REASON = env_bool("DEADLETTER_REQUIRE_REASON", False)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 # --- Files --------------------------------------------------------------------
@@ -164,6 +219,8 @@ LOGGING = {
     "loggers": {
         "reports": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
         "deadletters": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
+        "console": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
+        "api": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
     },
 }
 
@@ -204,7 +261,7 @@ CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=
 # replayed tasks that finished died again, once at least MIN_SAMPLE have finished.
 BULK_ACTION_RATE_PER_SECOND = env_float("BULK_ACTION_RATE_PER_SECOND", 200.0, minimum=0.1)
 BULK_ACTION_MAX_RATE = env_float("BULK_ACTION_MAX_RATE", 2000.0, minimum=0.1)
-BULK_ACTION_BATCH_SIZE = env_int("BULK_ACTION_BATCH_SIZE", 50, minimum=1)
+BULK_ACTION_BATCH_SIZE = env_int("BULK_ACTION_BATCH_SIZE", 500, minimum=1)
 BULK_REPLAY_PAUSE_THRESHOLD = env_float("BULK_REPLAY_PAUSE_THRESHOLD", 0.5, minimum=0)
 BULK_REPLAY_PAUSE_MIN_SAMPLE = env_int("BULK_REPLAY_PAUSE_MIN_SAMPLE", 20, minimum=1)
 # Ticked rows per bulk action; Django refuses forms of more than 1,000 fields anyway.

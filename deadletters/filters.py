@@ -9,6 +9,10 @@ current filter" through them):
 
 Parameter names nobody knows (utm_source, the pagination cursor, ...) are ignored; values of the
 known ones are checked.
+
+Identifiers round-trip: what the console shows can be pasted back. `fingerprint` takes the full
+40 hex characters or a prefix of at least 8 (the console shows 10 or 12) and matches every letter
+whose fingerprint starts with it. The search box (`q`, also the API's) is `search_condition`.
 """
 
 import re
@@ -21,6 +25,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from deadletters.models import DeadLetter, DeadLetterStatus
+from reports.models import ReportTask
 
 DEFAULT_STATUS = DeadLetterStatus.OPEN.value
 ALL_STATUSES = "all"
@@ -36,7 +41,13 @@ FILTER_PARAMS = (
     "q",
     "sort",
 )
-_FINGERPRINT_RE = re.compile(r"^[0-9a-f]{40}$")
+FINGERPRINT_PREFIX_MIN = 8
+_FINGERPRINT_RE = re.compile(rf"^[0-9a-f]{{{FINGERPRINT_PREFIX_MIN},40}}$")
+_LETTER_ID_RE = re.compile(r"^#\s*(\d{1,18})$")
+_TASK_PREFIX_RE = re.compile(r"^[0-9a-f][0-9a-f-]*$")
+TASK_PREFIX_MIN = 8  # hex digits: the console shows the first 8 of a task id
+TEXT_SEARCH_MIN = 3  # characters: a trigram index answers nothing shorter
+TASK_PREFIX_CAP = 1000
 _KIND_RE = re.compile(r"^[\w.:-]{1,64}$")
 MAX_SEARCH_LENGTH = 200
 MAX_ERROR_TYPE_LENGTH = 200
@@ -150,7 +161,11 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
 
     fingerprint = _get(querydict, "fingerprint").lower()
     if fingerprint and not _FINGERPRINT_RE.match(fingerprint):
-        raise InvalidFilter("fingerprint", f"{fingerprint[:50]!r} is not a fingerprint (40 hex characters)")
+        raise InvalidFilter(
+            "fingerprint",
+            f"{fingerprint[:50]!r} is not a fingerprint or the start of one "
+            f"({FINGERPRINT_PREFIX_MIN} to 40 hex characters)",
+        )
 
     created_from = _parse_date("created_from", _get(querydict, "created_from"))
     created_to = _parse_date("created_to", _get(querydict, "created_to"))
@@ -200,7 +215,7 @@ def filtered_dead_letters(filters: DeadLetterFilters) -> QuerySet:
     if filters.error_type:
         qs = qs.filter(error_type=filters.error_type)
     if filters.fingerprint:
-        qs = qs.filter(fingerprint=filters.fingerprint)
+        qs = qs.filter(fingerprint_condition(filters.fingerprint))
     if filters.created_from:
         qs = qs.filter(created_at__gte=_day_start(filters.created_from))
     if filters.created_to:
@@ -208,17 +223,70 @@ def filtered_dead_letters(filters: DeadLetterFilters) -> QuerySet:
     if filters.batch:
         qs = qs.filter(task__batch__public_id=filters.batch)
     if filters.q:
-        qs = qs.filter(_search_q(filters.q))
+        qs = qs.filter(search_condition(filters.q))
     return qs
 
 
-def _search_q(text: str) -> Q:
-    """Task public id (exact), dead-letter id (exact) or a piece of the error message."""
+def hex_prefix_range(prefix: str, width: int) -> tuple[str, str]:
+    """The inclusive range of `width`-digit hex strings starting with `prefix`."""
+    return prefix.ljust(width, "0"), prefix.ljust(width, "f")
+
+
+def fingerprint_condition(fingerprint: str) -> Q:
+    """A full fingerprint, or every fingerprint starting with a prefix: a range on the
+    fingerprint index (hex digits order the same in every collation)."""
+    if len(fingerprint) == 40:
+        return Q(fingerprint=fingerprint)
+    low, high = hex_prefix_range(fingerprint, 40)
+    return Q(fingerprint__gte=low, fingerprint__lte=high)
+
+
+def search_condition(text: str) -> Q:
+    """What the search box finds, each through an index on PostgreSQL:
+
+    - `#13`: dead letter 13 (primary key), and nothing else;
+    - a full task id (UUID): that task's letters (the task's unique index);
+    - `13`: letter 13, or a message containing "13" (3+ digits);
+    - a task-id prefix of 8+ hex digits (what the list shows): letters of the tasks whose id starts
+      with it (a range on the task id's unique index; a UUID orders by its bytes, and so by its
+      hex digits), or a message containing it;
+    - anything else of 3+ characters: a case-insensitive piece of the error message (the trigram
+      index of migration 0003; a scan on SQLite).
+    Shorter text that is no id finds nothing."""
+    text = text.strip()
+    letter = _LETTER_ID_RE.match(text)
+    if letter:
+        return Q(pk=int(letter[1]))
     try:
-        return Q(task__public_id=uuid.UUID(text))
+        task_id = uuid.UUID(text)
     except ValueError:
         pass
-    condition = Q(error_message__icontains=text)
-    if text.isdigit() and len(text) < 18:
-        condition |= Q(pk=int(text))
-    return condition
+    else:
+        # Resolved to the task's row id first: the letters' task_id index then answers, where a
+        # join on the task's UUID let PostgreSQL walk every open letter newest first (0.7 s at 1M).
+        return Q(task_id__in=list(ReportTask.objects.filter(public_id=task_id).values_list("pk", flat=True)))
+    conditions = []
+    if text.isdigit() and len(text) < 19:
+        conditions.append(Q(pk=int(text)))
+    compact = text.lower().replace("-", "")
+    if _TASK_PREFIX_RE.match(text.lower()) and TASK_PREFIX_MIN <= len(compact) <= 32:
+        conditions.append(Q(task_id__in=_task_ids_with_prefix(compact)))
+    if len(text) >= TEXT_SEARCH_MIN:
+        conditions.append(Q(error_message__icontains=text))
+    if not conditions:
+        return Q(pk__in=[])
+    found = conditions[0]
+    for condition in conditions[1:]:
+        found |= condition
+    return found
+
+
+def _task_ids_with_prefix(prefix: str) -> list[int]:
+    # Resolved first, so the letters' own task_id index can join an OR with the other
+    # conditions (an OR across two tables would make PostgreSQL scan).
+    low, high = hex_prefix_range(prefix, 32)
+    return list(
+        ReportTask.objects.filter(public_id__gte=uuid.UUID(low), public_id__lte=uuid.UUID(high))
+        .order_by()
+        .values_list("pk", flat=True)[:TASK_PREFIX_CAP]
+    )

@@ -1,18 +1,7 @@
-"""RQ entry points for the deadletters app. Thin: the workflow lives in services."""
+"""Old dotted paths of RQ jobs, kept importable for one release (until 0.3): jobs enqueued before
+the upgrade name `deadletters.jobs.send_alerts_job` and `deadletters.jobs_bulk.run_bulk_action_job`
+and must still run after it. New jobs name deadletters.alerts.jobs and deadletters.bulk.jobs."""
 
-import logging
+from deadletters.alerts.jobs import send_alerts_job
 
-from deadletters.services import alerts as alert_services
-from reports import queueing
-
-logger = logging.getLogger("deadletters.alerts")
-
-
-def send_alerts_job() -> str:
-    """One send pass, kicked when a dead letter commits. Clears the kick key first so an alert
-    committed while this pass runs gets a pass of its own."""
-    queueing.redis_connection().delete(alert_services.KICK_KEY)
-    report = alert_services.send_pending_alerts()
-    if report.did_something or report.paused:
-        logger.info("alert pass: %s", report.summary())
-    return report.summary()
+__all__ = ["send_alerts_job"]

@@ -1,14 +1,6 @@
-"""RQ entry point for bulk actions; the work is in deadletters.services.bulk."""
+"""Old dotted path of the bulk-action job, kept importable for one release (until 0.3): see
+deadletters/jobs.py. New jobs name deadletters.bulk.jobs.run_bulk_action_job."""
 
-import logging
+from deadletters.bulk.jobs import run_bulk_action_job
 
-from deadletters.services.bulk import run_bulk_action
-
-logger = logging.getLogger(__name__)
-
-
-def run_bulk_action_job(bulk_id=None, *args, **kwargs) -> str:
-    if args or kwargs or type(bulk_id) is not int:
-        logger.error("dropped malformed bulk job payload bulk_id=%r", bulk_id)
-        return "malformed"
-    return run_bulk_action(bulk_id)
+__all__ = ["run_bulk_action_job"]

@@ -46,12 +46,22 @@ class DeadLetter(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at", "-id"], name="dl_status_created"),
             models.Index(fields=["fingerprint", "-created_at"], name="dl_fingerprint_created"),
-            models.Index(fields=["status", "expire_at"], name="dl_status_expire"),
+            # The archiver's and the purge's keyset walks (deadletters/migrations/0005_walk_indexes.py),
+            # partial so that a letter changing state leaves them (no insert) unless it enters one;
+            # a trigram index on UPPER(error_message) of open letters serves search on PostgreSQL (0003).
+            models.Index(
+                fields=["expire_at", "id"], name="dl_open_expire_id", condition=models.Q(status="open")
+            ),
+            models.Index(
+                fields=["archived_at", "id"], name="dl_archived_at_id", condition=models.Q(status="archived")
+            ),
             models.Index(fields=["kind", "status", "-created_at"], name="dl_kind_status_created"),
         ]
         permissions = [
             ("replay_deadletter", "Can replay dead letters"),
             ("archive_deadletter", "Can archive, discard and restore dead letters"),
+            # Changing what a task does is more than running it again (Oban Web splits them too).
+            ("replay_edited_deadletter", "Can replay dead letters with edited params"),
         ]
 
     def __str__(self) -> str:
@@ -123,7 +133,9 @@ class AlertMessage(models.Model):
 class Alert(models.Model):
     """Outbox row written in the same transaction as the event it reports."""
 
-    category = models.CharField(max_length=20, choices=AlertCategory.choices, default=AlertCategory.DEAD_LETTER)
+    category = models.CharField(
+        max_length=20, choices=AlertCategory.choices, default=AlertCategory.DEAD_LETTER
+    )
     dead_letter = models.ForeignKey(
         DeadLetter, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
@@ -166,7 +178,9 @@ class BulkAction(models.Model):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     action = models.CharField(max_length=10, choices=BulkActionKind.choices)
-    status = models.CharField(max_length=10, choices=BulkActionStatus.choices, default=BulkActionStatus.PENDING)
+    status = models.CharField(
+        max_length=10, choices=BulkActionStatus.choices, default=BulkActionStatus.PENDING
+    )
     filters = models.JSONField(default=dict, blank=True)
     selected_ids = models.JSONField(null=True, blank=True)
     actor = models.CharField(max_length=150, blank=True)

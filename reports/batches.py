@@ -17,7 +17,8 @@ from django.utils import timezone
 from reports import queueing
 from reports.errors import InvalidParams
 from reports.models import BatchStatus, ReportBatch, ReportTask, TaskStatus
-from reports.services import _validate_idempotency_key, validate_submission
+from reports.services.submission import validate_idempotency_key, validate_submission
+from reports.signals import batch_completed_with_dead
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def submit_batch(
             [{"index": None, "field": "name", "error": f"must be text of at most {NAME_MAX} characters"}]
         )
     try:
-        key = _validate_idempotency_key(idempotency_key)
+        key = validate_idempotency_key(idempotency_key)
     except InvalidParams as exc:
         raise BatchInvalid([{"index": None, "field": exc.field, "error": exc.message}]) from None
     cleaned = _clean_items(items, priority)
@@ -322,7 +323,8 @@ def aggregate_batches(*, now: datetime | None = None, limit: int = 500) -> Aggre
             batch = ReportBatch.objects.get(pk=pk)
             progress = batch_progress(batch=batch)
             if progress.dead and _claim_summary_alert(batch, now):
-                _send_summary_alert(batch, progress)
+                # Announced once per batch, in this transaction (the alert outbox listens).
+                batch_completed_with_dead.send(sender=ReportBatch, batch=batch, progress=progress)
                 report.alerted += 1
         logger.info("batch %s completed", pk)
     return report
@@ -334,18 +336,4 @@ def _claim_summary_alert(batch: ReportBatch, now: datetime) -> bool:
         ReportBatch.objects.filter(pk=batch.pk, summary_alerted_at__isnull=True).update(
             summary_alerted_at=now
         )
-    )
-
-
-def _send_summary_alert(batch: ReportBatch, progress: BatchProgress) -> None:
-    # The outbox row is written in this transaction; the sender links to the console's
-    # dead-letter list filtered to this batch.
-    from deadletters.services.alerts import enqueue_batch_summary_alert
-
-    enqueue_batch_summary_alert(
-        batch=batch,
-        total=progress.total,
-        done=progress.done,
-        dead=progress.dead,
-        finished_at=batch.finished_at,
     )

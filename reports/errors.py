@@ -30,6 +30,11 @@ class LeaseExpired(TransientError):
     """The worker running an attempt stopped heartbeating (killed, OOM, deploy)."""
 
 
+class WorkHorseKilled(TransientError):
+    """The work-horse running an attempt died of a signal (the OOM killer, an operator's SIGKILL)
+    while its worker lived on: the worker records it at once."""
+
+
 # Programming and data errors do not heal by waiting.
 _PERMANENT = (PermanentError, ValueError, TypeError, LookupError, NotImplementedError, ArithmeticError)
 # Network, timeouts, database hiccups and RuntimeError-style failures often do.

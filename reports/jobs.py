@@ -1,9 +1,19 @@
-"""The RQ job: claim, generate, complete or fail. All state lives in the database."""
+"""The RQ jobs of the pipeline. All state lives in the database.
 
+Under our workers (reports/worker.py) the worker process has claimed the attempt before the job
+runs and hands it over (`hand_over`): the job only runs the report kind and reports a RunResult,
+which the worker records after the work-horse exits. The work-horse never opens a database
+connection unless the report kind itself reads data.
+
+Under any other RQ worker (a plain rq.Worker) the job does the whole attempt itself: claim with
+a lease of the job timeout plus REPORT_LEASE_GRACE (nothing renews it), run, record."""
+
+import json
 import logging
 import os
-import shutil
 import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -12,13 +22,137 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from reports import semaphore
+from reports.batches import enqueue_batch_tasks
 from reports.errors import PermanentError
 from reports.kinds import get_kind
 from reports.kinds.base import RunContext
-from reports.models import AttemptOutcome
+from reports.models import AttemptOutcome, ReportTask
+from reports.outputs import (
+    attempt_output_dir,
+    relative_output_path,
+    remove_other_attempts_output,
+    remove_output,
+)
 from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
 
 logger = logging.getLogger(__name__)
+
+DONE, FAILED, TIMEOUT = "done", "failed", "timeout"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What running the kind produced, as the work-horse reports it to its worker."""
+
+    status: str  # DONE, FAILED or TIMEOUT
+    output_file: str = ""  # relative to MEDIA_ROOT; "" when the kind wrote no file
+    failure: FailureInfo | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "RunResult | None":
+        """None for anything but a whole result (a horse killed while writing leaves a torn one)."""
+        try:
+            raw = json.loads(data)
+            failure = raw["failure"] and FailureInfo(**raw["failure"])
+            result = cls(status=raw["status"], output_file=raw["output_file"], failure=failure or None)
+        except (ValueError, TypeError, KeyError):
+            return None
+        if result.status not in (DONE, FAILED, TIMEOUT) or not isinstance(result.output_file, str):
+            return None
+        if (result.status == DONE) == (result.failure is not None):
+            return None
+        return result
+
+
+@dataclass
+class HandedOver:
+    """An attempt the worker claimed: what the job needs to run it, and where its result goes."""
+
+    task_id: int
+    attempt: int
+    kind: str
+    params: dict
+    public_id: str
+    report: Callable[[RunResult], None] = field(default=lambda result: None)
+
+    @classmethod
+    def of(cls, task: ReportTask) -> "HandedOver":
+        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The worker settled the job without running the kind: a phantom delivery, a deferred claim,
+    or a claim that failed (`error` is raised, so RQ fails the job and the reaper retries it)."""
+
+    task_id: int
+    attempt: int
+    result: str
+    error: BaseException | None = None
+
+
+_handed: HandedOver | Decided | None = None
+
+
+def hand_over(item: HandedOver | Decided | None) -> None:
+    """Set by the worker process before the job runs (inherited by its work-horse), cleared after."""
+    global _handed
+    _handed = item
+
+
+def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
+    if args or kwargs or type(task_id) is not int or type(attempt) is not int or attempt < 1:
+        # Someone pushed a job we did not write; dropping it keeps the worker alive.
+        logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
+        return "malformed"
+    handed = _handed
+    if handed is not None and (handed.task_id, handed.attempt) == (task_id, attempt):
+        if isinstance(handed, Decided):
+            if handed.error is not None:
+                raise handed.error
+            return handed.result
+        result = run_kind(handed)
+        handed.report(result)
+        return result.status
+    return _run_whole_attempt(task_id, attempt)
+
+
+def run_kind(handed: HandedOver) -> RunResult:
+    """Generate the report; every way it can end becomes a RunResult (the timeout included:
+    JobTimeoutException subclasses Exception, so it is classified first)."""
+    ctx = RunContext(
+        task_id=handed.task_id,
+        public_id=handed.public_id,
+        attempt=handed.attempt,
+        output_dir=attempt_output_dir(handed.public_id, handed.attempt),
+    )
+    try:
+        kind = get_kind(handed.kind)
+        if kind is None:
+            raise PermanentError(f"report kind {handed.kind!r} is not installed on this worker")
+        path = kind.generate(handed.params, ctx)
+    except JobTimeoutException as exc:
+        return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
+    except Exception as exc:  # classified by is_retriable when the worker records it
+        return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
+    return RunResult(DONE, output_file=relative_output_path(path))
+
+
+def written_file(result: RunResult) -> Path | None:
+    return Path(settings.MEDIA_ROOT) / result.output_file if result.output_file else None
+
+
+def fan_out_batch(batch_id=None) -> str:
+    if type(batch_id) is not int:
+        logger.error("dropped malformed batch fan-out payload batch_id=%r", batch_id)
+        return "malformed"
+    return f"enqueued {enqueue_batch_tasks(batch_id=batch_id)}"
+
+
+# --- the whole attempt in the job, for RQ workers that are not ours -------------------------
 
 
 def _worker_name() -> str:
@@ -27,15 +161,7 @@ def _worker_name() -> str:
     return f"{name or socket.gethostname()} pid {os.getpid()}"
 
 
-def attempt_output_dir(public_id: str, attempt: int) -> Path:
-    return Path(settings.MEDIA_ROOT) / "reports" / public_id / f"attempt-{attempt}"
-
-
-def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
-    if args or kwargs or type(task_id) is not int or type(attempt) is not int or attempt < 1:
-        # Someone pushed a job we did not write; dropping it keeps the worker alive.
-        logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
-        return "malformed"
+def _run_whole_attempt(task_id: int, attempt: int) -> str:
     task = claim_task(task_id=task_id, attempt=attempt, worker=_worker_name())
     if isinstance(task, ClaimDeferred):
         logger.info("task %s attempt %s deferred: %s", task_id, attempt, task.reason)
@@ -44,7 +170,7 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
         logger.info("phantom delivery of task %s attempt %s ignored", task_id, attempt)
         return "phantom"
     try:
-        return _run_claimed(task, task_id, attempt)
+        return _record_here(task, run_kind(HandedOver.of(task)))
     finally:
         # Only after the row left `running`, so the cap holds in the database too.
         try:
@@ -53,66 +179,24 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
             logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
 
 
-def fan_out_batch(batch_id=None) -> str:
-    if type(batch_id) is not int:
-        logger.error("dropped malformed batch fan-out payload batch_id=%r", batch_id)
-        return "malformed"
-    from reports.batches import enqueue_batch_tasks
-
-    return f"enqueued {enqueue_batch_tasks(batch_id=batch_id)}"
-
-
-def _run_claimed(task, task_id: int, attempt: int) -> str:
-    public_id = str(task.public_id)
-    ctx = RunContext(
-        task_id=task.pk,
-        public_id=public_id,
-        attempt=attempt,
-        output_dir=attempt_output_dir(public_id, attempt),
-    )
-    try:
-        kind = get_kind(task.kind)
-        if kind is None:
-            raise PermanentError(f"report kind {task.kind!r} is not installed on this worker")
-        path = kind.generate(task.params, ctx)
-    except JobTimeoutException as exc:
-        record_attempt_failure(
-            task_id=task_id,
-            attempt=attempt,
-            failure=FailureInfo.from_exception(exc),
-            outcome=AttemptOutcome.TIMEOUT,
-        )
-        return "timeout"
-    except Exception as exc:  # classified by is_retriable; the timeout is handled above
-        record_attempt_failure(task_id=task_id, attempt=attempt, failure=FailureInfo.from_exception(exc))
-        return "failed"
-    relative = str(Path(path).relative_to(settings.MEDIA_ROOT)) if path else ""
+def _record_here(task: ReportTask, result: RunResult) -> str:
+    if result.status != DONE:
+        outcome = AttemptOutcome.TIMEOUT if result.status == TIMEOUT else AttemptOutcome.FAILED
+        record_attempt_failure(task_id=task.pk, attempt=task.attempt, failure=result.failure, outcome=outcome)
+        return result.status
+    path = written_file(result)
     try:
         completed = complete_task(
-            task_id=task_id, attempt=attempt, output_file=relative, started_at=task.started_at
+            task_id=task.pk, attempt=task.attempt, output_file=result.output_file, started_at=task.started_at
         )
     except BaseException:
         # Not recorded as done (database gone, timeout alarm): the file must not outlive the
         # attempt, or a later attempt's output would stand beside it.
-        _remove_output(path)
+        remove_output(path)
         raise
     if not completed:
         # A newer attempt owns the task: this late output must not stand beside its file.
-        _remove_output(path)
+        remove_output(path)
         return "fenced"
-    _remove_other_attempts_output(public_id, keep=attempt)
-    return "done"
-
-
-def _remove_output(path) -> None:
-    if path:
-        Path(path).unlink(missing_ok=True)
-
-
-def _remove_other_attempts_output(public_id: str, *, keep: int) -> None:
-    """Attempts killed between writing and recording (SIGKILL, OOM) leave files behind; the
-    attempt that completed is the task's only output, so the others go. Best effort."""
-    task_dir = Path(settings.MEDIA_ROOT) / "reports" / public_id
-    for attempt_dir in task_dir.glob("attempt-*"):
-        if attempt_dir.name != f"attempt-{keep}":
-            shutil.rmtree(attempt_dir, ignore_errors=True)
+    remove_other_attempts_output(str(task.public_id), keep=task.attempt)
+    return DONE

@@ -80,6 +80,9 @@ class ReportTask(models.Model):
     # so a replayed task never reuses an attempt number (or a job id).
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField()
+    # The attempt count when the current run began: 0 at submit, `attempt` at each replay. A run's
+    # attempts are attempts_before_run+1 .. max_attempts (its backoff ladder and its "k of N").
+    attempts_before_run = models.PositiveIntegerField(default=0)
     timeout_seconds = models.PositiveIntegerField()
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     submitted_by = models.CharField(max_length=150, blank=True)
@@ -118,6 +121,16 @@ class ReportTask(models.Model):
     @property
     def attempts_left(self) -> int:
         return max(self.max_attempts - self.attempt, 0)
+
+    @property
+    def run_attempt(self) -> int:
+        """The current attempt counted within this run (1 for the first attempt after a replay)."""
+        return max(self.attempt - self.attempts_before_run, 0)
+
+    @property
+    def run_budget(self) -> int:
+        """How many attempts this run has in all (REPORT_MAX_ATTEMPTS when it began)."""
+        return self.max_attempts - self.attempts_before_run
 
     def job_id(self, attempt: int) -> str:
         return f"report-{self.pk}-{attempt}"

@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 WAITING = (TaskStatus.PENDING, TaskStatus.RETRYING)
 ENQUEUE_CHUNK = 2000
-REASON_MAX = 2000
 
 
 class KindNotPaused(Exception):
@@ -42,52 +41,37 @@ def paused_kinds() -> dict[str, PausedKind]:
     return {row.kind: row for row in PausedKind.objects.order_by("kind")}
 
 
-def pause_kind(*, kind: object, actor: str, reason: str = "", source: str = "console", ip_address=None):
-    """Pause a kind. Returns (PausedKind, created); pausing a paused kind changes nothing."""
-    from deadletters.services import record_audit
+def pause_kind(*, kind: object, paused_by: str, reason: str = "") -> tuple[PausedKind, bool]:
+    """Pause a kind. Returns (PausedKind, created); pausing a paused kind changes nothing.
 
+    Raises InvalidParams for an unknown kind. Who may pause, and the audit entry, are the
+    caller's business."""
     kind = _check_kind(kind)
-    reason = (reason or "")[:REASON_MAX]
     try:
         with transaction.atomic():
-            row = PausedKind.objects.create(kind=kind, paused_by=actor[:150], reason=reason)
-            record_audit(
-                action="pause_kind",
-                actor=actor,
-                source=source,
-                ip_address=ip_address,
-                item_count=ReportTask.objects.filter(kind=kind, status__in=WAITING).count(),
-                reason=reason,
-                details={"kind": kind},
-            )
+            row = PausedKind.objects.create(kind=kind, paused_by=paused_by[:150], reason=reason)
     except IntegrityError:
         return PausedKind.objects.get(kind=kind), False
-    logger.warning("report kind %s paused by %s: %s", kind, actor or "system", reason)
+    logger.warning("report kind %s paused by %s: %s", kind, paused_by or "system", reason)
     return row, True
 
 
-def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address=None) -> int:
-    """Resume a kind and enqueue its waiting tasks now. Returns how many were enqueued.
+def waiting_count(kind: str) -> int:
+    return ReportTask.objects.filter(kind=kind, status__in=WAITING).count()
 
-    Raises KindNotPaused when it was not paused (a second click, another operator)."""
-    from deadletters.services import record_audit
 
+def resume_kind(*, kind: object) -> int:
+    """Resume a kind; its waiting tasks are enqueued once the caller's transaction commits.
+    Returns how many tasks wait. Raises KindNotPaused when it was not paused (a second click,
+    another operator), InvalidParams for an unknown kind."""
     kind = _check_kind(kind)
     with transaction.atomic():
         deleted, _ = PausedKind.objects.filter(kind=kind).delete()
         if not deleted:
             raise KindNotPaused(kind)
-        waiting = ReportTask.objects.filter(kind=kind, status__in=WAITING).count()
-        record_audit(
-            action="resume_kind",
-            actor=actor,
-            source=source,
-            ip_address=ip_address,
-            item_count=waiting,
-            details={"kind": kind},
-        )
+        waiting = waiting_count(kind)
         transaction.on_commit(partial(enqueue_waiting, kind=kind), robust=True)
-    logger.warning("report kind %s resumed by %s; %s task(s) waiting", kind, actor or "system", waiting)
+    logger.warning("report kind %s resumed; %s task(s) waiting", kind, waiting)
     return waiting
 
 

@@ -1,18 +1,50 @@
 """The only place that talks to RQ. Jobs carry (task id, attempt number) and nothing else."""
 
+import json
 import logging
+import pickle
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from functools import cache
+from functools import cache, partial
 
 import django_rq
 from django.conf import settings
+from django.db import transaction
 from redis import Redis
-from rq import Queue
+from redis.exceptions import RedisError
+from rq import Queue, Worker
 
 logger = logging.getLogger(__name__)
 
 JOB_FUNC = "reports.jobs.run_report_task"
+
+
+# Pickle's PROTO opcode: every pickle RQ ever wrote (protocol 2 and later) starts with it, and no
+# JSON text does.
+_PICKLE_PROTO = b"\x80"
+
+
+class JobSerializer:
+    """RQ payloads (job data, meta, results) as JSON. Our jobs carry only integers and strings,
+    and JSON cannot run code on load, so a Redis anyone can write to does not hand them the worker.
+
+    Jobs pickled by earlier releases are read only while settings.RQ_ACCEPT_PICKLED_JOBS is on;
+    otherwise they fail (RQ logs it) and the reaper re-enqueues their tasks as JSON."""
+
+    @staticmethod
+    def dumps(obj) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    @staticmethod
+    def loads(data: bytes):
+        if data[:1] == _PICKLE_PROTO:
+            if not settings.RQ_ACCEPT_PICKLED_JOBS:
+                raise ValueError(
+                    "refused a pickled RQ payload: set RQ_ACCEPT_PICKLED_JOBS=true to run jobs "
+                    "enqueued before the switch to JSON"
+                )
+            return pickle.loads(data)  # noqa: S301 - only by operator opt-in, for the upgrade
+        return json.loads(data)
 
 
 def job_id_for(task_id: int, attempt: int) -> str:
@@ -56,6 +88,23 @@ def enqueue_attempt(
     return options["job_id"]
 
 
+def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
+    """Enqueue the task's next attempt once the current transaction commits (now, or at `at`).
+
+    robust: a Redis outage at commit time is logged, and the reaper enqueues the task later."""
+    transaction.on_commit(
+        partial(
+            enqueue_attempt,
+            task_id=task.pk,
+            attempt=task.attempt + 1,
+            priority=task.priority,
+            timeout=task.timeout_seconds,
+            at=at,
+        ),
+        robust=True,
+    )
+
+
 def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
     """Enqueue (task_id, attempt, priority, timeout) tuples with one pipeline per queue."""
     by_queue: dict[str, list] = {}
@@ -74,11 +123,18 @@ def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
     count = 0
     for priority, jobs in by_queue.items():
         queue = get_queue(priority)
-        with queue.connection.pipeline() as pipe:
+        # No MULTI/EXEC: each job's commands stand alone, and a transaction adds nothing but time.
+        with queue.connection.pipeline(transaction=False) as pipe:
             queue.enqueue_many(jobs, pipeline=pipe)
             pipe.execute()
         count += len(jobs)
     return count
+
+
+def enqueue_attempts_on_commit(items: list[tuple[int, int, str, int]]) -> None:
+    """enqueue_attempts_many once the current transaction commits (robust, as above)."""
+    if items:
+        transaction.on_commit(partial(enqueue_attempts_many, items), robust=True)
 
 
 def enqueue_batch_fan_out(*, batch_id: int) -> str:
@@ -113,3 +169,41 @@ def job_ids_waiting(priorities: Iterable[str]) -> set[str]:
         queue = get_queue(priority)
         waiting.update(raw.decode() for raw in queue.connection.lrange(queue.key, 0, -1))
     return waiting
+
+
+def queue_overview() -> dict:
+    """Per queue: queued, scheduled, started, failed, deferred; workers alive. Never raises on a dead Redis."""
+    try:
+        connection = redis_connection()
+        queues = []
+        for name in settings.REPORT_QUEUES:
+            queue = Queue(name, connection=connection)
+            queues.append(
+                {
+                    "name": name,
+                    "queued": queue.count,
+                    "scheduled": queue.scheduled_job_registry.count,
+                    "started": queue.started_job_registry.count,
+                    "failed": queue.failed_job_registry.count,
+                    "deferred": queue.deferred_job_registry.count,
+                }
+            )
+        workers = [
+            {
+                "name": worker.name,
+                "state": worker.get_state(),
+                "queues": ", ".join(worker.queue_names()),
+                "current_job": worker.get_current_job_id() or "",
+                "last_heartbeat": worker.last_heartbeat,
+                "successful": worker.successful_job_count,
+                "failed": worker.failed_job_count,
+            }
+            for worker in Worker.all(connection=connection)
+        ]
+        workers.sort(key=lambda w: w["name"])
+        return {"reachable": True, "queues": queues, "workers": workers, "error": ""}
+    except (RedisError, OSError) as exc:
+        return {"reachable": False, "queues": [], "workers": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    except Exception as exc:  # odd data in Redis must not turn the dashboard into a 500
+        logger.exception("reading RQ state failed")
+        return {"reachable": True, "queues": [], "workers": [], "error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -1,4 +1,9 @@
-"""Read-side queries for report tasks."""
+"""Read-side queries for report tasks and the demo data."""
+
+import uuid
+
+from django.db.models import Count
+from django.db.models.functions import Length, Substr
 
 from reports.models import Order, ReportTask, TaskStatus
 
@@ -18,8 +23,6 @@ def task_by_public_id(public_id) -> ReportTask | None:
 
 
 def task_status_counts() -> dict[str, int]:
-    from django.db.models import Count
-
     counts = {status: 0 for status in TaskStatus.values}
     for row in ReportTask.objects.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
@@ -28,8 +31,6 @@ def task_status_counts() -> dict[str, int]:
 
 def task_by_api_id(raw_id: str) -> ReportTask | None:
     """The task an API path names by its public UUID; None for unknown or malformed ids."""
-    import uuid
-
     try:
         public_id = uuid.UUID(str(raw_id))
     except ValueError:
@@ -37,11 +38,8 @@ def task_by_api_id(raw_id: str) -> ReportTask | None:
     return ReportTask.objects.filter(public_id=public_id).first()
 
 
-# --- console: task list (keyset-paginated by the caller) -----------------------
-
-
-def console_tasks(*, status: str = "", kind: str = "", batch_public_id=None):
-    """Report tasks for the console's task list, filtered; unordered (the caller pages it)."""
+def tasks_matching(*, status: str = "", kind: str = "", batch_public_id=None):
+    """Report tasks filtered by status, kind and batch; unordered (the caller pages it)."""
     qs = ReportTask.objects.select_related("batch").defer("params", "last_error")
     if status:
         qs = qs.filter(status=status)
@@ -52,5 +50,14 @@ def console_tasks(*, status: str = "", kind: str = "", batch_public_id=None):
     return qs
 
 
-def console_task_kinds() -> list[str]:
+def task_kinds_seen() -> list[str]:
     return list(ReportTask.objects.order_by("kind").values_list("kind", flat=True).distinct()[:200])
+
+
+def task_attempts(task) -> list:
+    """The attempt history, tracebacks cut short in the DB."""
+    return list(
+        task.attempts.defer("traceback")
+        .annotate(traceback_head=Substr("traceback", 1, 20_000), traceback_length=Length("traceback"))
+        .order_by("number")
+    )

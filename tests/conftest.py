@@ -74,12 +74,40 @@ def media_root(tmp_path, settings):
     return settings.MEDIA_ROOT
 
 
-def horse_pid_of_running_attempt(task) -> int:
-    """The work-horse running the task's current attempt: claim_task records its pid."""
+def worker_pid_of_running_attempt(task) -> int:
+    """The worker process that claimed the task's current attempt (the attempt row names it)."""
     from reports.models import AttemptOutcome
 
     attempt = task.attempts.get(number=task.attempt, outcome=AttemptOutcome.RUNNING)
     return int(attempt.worker.rsplit("pid ", 1)[1])
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def work_horse_of(worker_pid: int, *, timeout: float = 10.0) -> int:
+    """The work-horse a forking worker runs: its child in a process group of its own (RQ's
+    scheduler, the other child, stays in the worker's group)."""
+
+    def horse():
+        for child in children_of(worker_pid):
+            try:
+                if os.getpgid(child) == child:
+                    return child
+            except ProcessLookupError:
+                continue
+        return None
+
+    return wait_until(horse, timeout=timeout, interval=0.01, message=f"a work-horse of worker {worker_pid}")
+
+
+def horse_pid_of_running_attempt(task) -> int:
+    """The work-horse running the task's current attempt."""
+    return work_horse_of(worker_pid_of_running_attempt(task))
 
 
 def database_url_for_subprocesses() -> str:
@@ -115,6 +143,9 @@ def _subprocess_env(redis_server, media_root, settings):
         REPORT_LEASE_GRACE=str(settings.REPORT_LEASE_GRACE),
         REPORT_MAX_ATTEMPTS=str(settings.REPORT_MAX_ATTEMPTS),
         REPORT_JOB_TIMEOUT=str(settings.REPORT_JOB_TIMEOUT),
+        REPORT_HEARTBEAT_SECONDS=str(settings.REPORT_HEARTBEAT_SECONDS),
+        REPORT_LEASE_SECONDS=str(settings.REPORT_LEASE_SECONDS),
+        RQ_ACCEPT_PICKLED_JOBS="1" if settings.RQ_ACCEPT_PICKLED_JOBS else "0",
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -124,13 +155,22 @@ class WorkerProcess:
     """`manage.py rqworker` as a real child process, killable like production would see it."""
 
     def __init__(
-        self, env: dict, log_path: Path, *, name: str, queues=("high", "default", "low"), scheduler=True
+        self,
+        env: dict,
+        log_path: Path,
+        *,
+        name: str,
+        queues=("high", "default", "low"),
+        scheduler=True,
+        worker_class: str | None = None,
     ):
         self.name = name
         self.log_path = log_path
         argv = [sys.executable, str(BASE_DIR / "manage.py"), "rqworker", *queues, "--name", name]
         if scheduler:
             argv.append("--with-scheduler")
+        if worker_class:
+            argv += ["--worker-class", worker_class]
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
             argv, cwd=BASE_DIR, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
@@ -176,13 +216,18 @@ _worker_numbers = itertools.count(1)
 
 @pytest.fixture
 def start_worker(subprocess_env, redis_conn, tmp_path, request):
-    """Factory: start_worker(**env) starts a worker process and waits until it listens."""
+    """Factory: start_worker(**env) starts a worker process (reports.worker.ReportWorker unless
+    worker_class says otherwise) and waits until it listens."""
     started: list[WorkerProcess] = []
 
-    def start(*, scheduler=True, queues=("high", "default", "low"), **env_overrides) -> WorkerProcess:
+    def start(
+        *, scheduler=True, queues=("high", "default", "low"), worker_class=None, **env_overrides
+    ) -> WorkerProcess:
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
         name = f"test-worker-{next(_worker_numbers)}-{os.getpid()}"
-        worker = WorkerProcess(env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler)
+        worker = WorkerProcess(
+            env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler, worker_class=worker_class
+        )
         started.append(worker)
         return worker.wait_ready(redis_conn)
 
@@ -209,23 +254,44 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-# --- Browser (Playwright driving Debian's chromium) ------------------------------
+# --- Browser (Playwright driving Debian's chromium, found or installed by tests/browser.py) ----
 
-CHROMIUM = "/usr/bin/chromium"
+
+_BROWSER = pytest.StashKey[str]()
+_NO_BROWSER = pytest.StashKey[str]()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Find (or install) the browser once, before any test runs, and only when browser tests are
+    selected. Without one, the first browser test fails with the one line that says what to do and
+    the others are deselected: the run fails, and says why once."""
+    browser_items = [item for item in items if item.get_closest_marker("browser")]
+    if not browser_items:
+        return
+    from tests.browser import NoBrowser, browser_executable
+
+    try:
+        config.stash[_BROWSER] = browser_executable()
+    except NoBrowser as exc:
+        config.stash[_NO_BROWSER] = str(exc)
+        rest = set(browser_items[1:])
+        items[:] = [item for item in items if item not in rest]
+        config.hook.pytest_deselected(items=list(rest))
 
 
 @pytest.fixture(scope="session")
-def _playwright_browser():
+def _playwright_browser(pytestconfig):
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does this)")
+    if _NO_BROWSER in pytestconfig.stash:
+        pytest.fail(pytestconfig.stash[_NO_BROWSER], pytrace=False)
+    executable = pytestconfig.stash[_BROWSER]
     # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests
     # make between page actions are still synchronous and safe.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
+            executable_path=executable,
             headless=True,
             args=[
                 "--no-sandbox",
@@ -266,8 +332,9 @@ def operators_group():
     from django.contrib.auth.models import Group, Permission
 
     migration = importlib.import_module("deadletters.migrations.0002_operators_group")
+    edit = importlib.import_module("deadletters.migrations.0003_replay_edit_permission")
     group, _ = Group.objects.get_or_create(name="Operators")
-    for app_label, codename in migration.OPERATOR_PERMISSIONS:
+    for app_label, codename in [*migration.OPERATOR_PERMISSIONS, edit.EDIT_PERMISSION]:
         group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     return group
 

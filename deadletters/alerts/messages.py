@@ -1,7 +1,6 @@
 """What the operator reads on DingTalk: actionCards (markdown) in Chinese first, with English lines.
 
-Links are absolute, built from CONSOLE_BASE_URL with plain formatting (the console pages are
-addressed by path, not reverse()). Buttons open pages; the replay button opens the replay
+Links are absolute, built by deadletters.links from CONSOLE_BASE_URL. Buttons open pages; the replay button opens the replay
 *confirmation* page, and replaying needs a POST from there: a click never replays by itself.
 """
 
@@ -11,37 +10,20 @@ from urllib.parse import quote
 from django.conf import settings
 from django.utils import timezone
 
-from deadletters.alerts.dingtalk import RobotConfig
+from deadletters.alerts.client import RobotConfig
+from deadletters.links import (
+    batch_url,
+    dead_letter_list_url,
+    dead_letter_url,
+    fingerprint_url,
+    replay_confirm_url,
+)
 
 MESSAGE_LINE_MAX = 160
 TITLE_MAX = 120
 
 
-# --- console links --------------------------------------------------------------
-
-
-def _base() -> str:
-    return settings.CONSOLE_BASE_URL.rstrip("/")
-
-
-def dead_letter_url(dead_letter_id: int) -> str:
-    return f"{_base()}/console/dead-letters/{dead_letter_id}/"
-
-
-def replay_confirm_url(dead_letter_id: int) -> str:
-    return f"{_base()}/console/dead-letters/{dead_letter_id}/replay/"
-
-
-def fingerprint_url(fingerprint: str) -> str:
-    return f"{_base()}/console/dead-letters/?fingerprint={quote(fingerprint, safe='')}"
-
-
-def batch_url(batch_public_id: str) -> str:
-    return f"{_base()}/console/dead-letters/?batch={quote(str(batch_public_id), safe='')}"
-
-
-def dead_letter_list_url() -> str:
-    return f"{_base()}/console/dead-letters/"
+# --- links ----------------------------------------------------------------------
 
 
 def link(url: str, robot: RobotConfig) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from redis import Redis
 
-from deadletters.alerts.dingtalk import RobotConfig
+from deadletters.alerts.client import RobotConfig
 
 WINDOW_SECONDS = 60.0
 

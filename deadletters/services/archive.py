@@ -1,22 +1,23 @@
-"""Archive expired dead letters and purge old archived ones: batched, resumable, cron-safe.
+"""Archive expired dead letters (open -> archived): batched, resumable, cron-safe. The purge of
+old archived letters lives beside it in deadletters.services.purge.
 
-- Each batch is one transaction with a conditional UPDATE (or DELETE), so a run killed at
-  any instruction leaves every row either done or untouched, and the next run carries on.
-- Memory stays flat: ids are read a batch at a time (never all of them), purged rows are
-  streamed into the gzip file `PURGE_FETCH` at a time.
-- Purge writes each batch to the run's gzip JSON-lines file and fsyncs it before the rows
-  are deleted (in the same transaction that locked them), so nothing is destroyed without
-  a copy on disk. Each batch is its own gzip member: a crash leaves a readable file.
+- Each batch is one transaction: one conditional UPDATE ... RETURNING of the next batch_size due
+  letters in (basis, id) order, so a run killed at any instruction leaves every row either done
+  or untouched, and the next run carries on.
+- The walk is a keyset on (basis, id) over the index (basis, id) of open letters: every batch starts
+  where the last one ended, even when every row shares one expire_at (an index range scan of
+  batch_size rows, never a sort of everything that is due; tests/deadletters/test_archive_plans.py
+  shows the plan on PostgreSQL).
+- On PostgreSQL a batch locks its rows with FOR UPDATE SKIP LOCKED: a letter an operator is
+  acting on at that instant is left for the next run instead of blocking either side.
 - `archive_lock` keeps two runs apart: flock on a file under VAR_DIR (one machine, works with
   Redis down) plus pg_try_advisory_lock on PostgreSQL (several machines).
 """
 
 import fcntl
 import hashlib
-import json
 import os
 import time
-import zlib
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,38 +25,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Max, Q
+from django.db.models.functions import Substr
 from django.utils import timezone
 
+from deadletters.audit import record_audit
 from deadletters.models import AuditEntry, DeadLetter, DeadLetterStatus
-from deadletters.services import record_audit
 
 ACTOR = "archive_deadletters"
-PURGE_FETCH = 100
+SAMPLE_MESSAGE_CHARS = 200
 # Any constant works: advisory locks are scoped to the current database.
 _ADVISORY_KEY = int.from_bytes(
     hashlib.sha256(b"deadletters.archive_deadletters").digest()[:8], "big", signed=True
-)
-PURGE_FIELDS = (
-    "id",
-    "task_id",
-    "task__public_id",
-    "kind",
-    "params",
-    "error_type",
-    "error_message",
-    "traceback",
-    "attempts",
-    "fingerprint",
-    "status",
-    "created_at",
-    "expire_at",
-    "replayed_at",
-    "replayed_by",
-    "archived_at",
-    "discarded_at",
 )
 
 Progress = Callable[[str, int, int, int], None]  # (phase, batch number, rows in batch, rows so far)
@@ -72,7 +54,8 @@ class RunResult:
     dry_run: bool
     count: int = 0  # archived / purged, or what would be in a dry run
     batches: int = 0
-    groups: list[dict] = field(default_factory=list)  # dry run: {"kind", "fingerprint", "n"}
+    # dry run: {"kind", "fingerprint", "n", "error_type", "sample_message"}, biggest first
+    groups: list[dict] = field(default_factory=list)
     file: Path | None = None  # purge: the file the deleted rows were written to
 
 
@@ -112,13 +95,48 @@ def archive_lock():
         os.close(fd)  # releases the flock (the kernel does it too if the process dies)
 
 
-def _groups(qs) -> list[dict]:
-    return list(
-        qs.values("kind", "fingerprint").annotate(n=Count("id")).order_by("-n", "kind", "fingerprint")
+def dry_run_groups(qs) -> list[dict]:
+    """Counts by kind and fingerprint, each with its error type and a sample message (the newest
+    letter's first line), so an operator reads what would go, not only hashes."""
+    groups = list(
+        qs.values("kind", "fingerprint")
+        .annotate(n=Count("id"), sample_id=Max("id"))
+        .order_by("-n", "kind", "fingerprint")
     )
+    samples = {
+        row["id"]: row
+        for row in DeadLetter.objects.filter(pk__in=[g["sample_id"] for g in groups])
+        .annotate(head=Substr("error_message", 1, SAMPLE_MESSAGE_CHARS))
+        .values("id", "error_type", "head")
+    }
+    for group in groups:
+        sample = samples.get(group.pop("sample_id"), {})
+        group["error_type"] = sample.get("error_type", "")
+        lines = (sample.get("head") or "").strip().splitlines()
+        group["sample_message"] = lines[0] if lines else ""
+    return groups
 
 
-# --- archive ------------------------------------------------------------------
+def walk_batch_sql(*, action_sql: str, basis: str, keyset: bool, batch_size: int, returning: str) -> str:
+    """`action_sql ... WHERE id IN (the next batch_size due open rows after the keyset) RETURNING
+    ...`: the due rows in (basis, id) order, locked with SKIP LOCKED where the database has it."""
+    qn = connection.ops.quote_name
+    table = qn(DeadLetter._meta.db_table)
+    after = f" AND ({qn(basis)}, {qn('id')}) > (%s, %s)" if keyset else ""
+    # The status is a constant written into the SQL: a partial index is used only for a predicate
+    # the planner sees (SQLite never looks into a parameter).
+    batch = (
+        f"SELECT {qn('id')} FROM {table} WHERE {qn('status')} = '{DeadLetterStatus.OPEN}' "
+        f"AND {qn(basis)} <= %s{after} "
+        f"ORDER BY {qn(basis)}, {qn('id')} LIMIT {int(batch_size)}"
+    )
+    if connection.vendor == "postgresql":
+        # ARRAY(...) runs once and hands the ids to a primary-key lookup; a plain IN (subquery)
+        # lets the planner pick a hash join over the whole table on a small one.
+        where = f"{qn('id')} = ANY(ARRAY({batch} FOR UPDATE SKIP LOCKED))"
+    else:
+        where = f"{qn('id')} IN ({batch})"
+    return f"{action_sql} WHERE {where} RETURNING {returning}"
 
 
 def archive_expired_dead_letters(
@@ -144,24 +162,22 @@ def archive_expired_dead_letters(
     due = Q(**{f"{basis}__lte": cutoff}, status=DeadLetterStatus.OPEN)
     result = RunResult(cutoff=cutoff, basis=basis, dry_run=dry_run)
     if dry_run:
-        result.groups = _groups(DeadLetter.objects.filter(due))
+        result.groups = dry_run_groups(DeadLetter.objects.filter(due))
         result.count = sum(group["n"] for group in result.groups)
         return result
 
+    refresh_planner_statistics()
     audit_id = None
-    floor = None  # rows before it were handled: lets the index seek past them
+    after = None  # (basis value, id) of the last row archived: the next batch starts past it
     while True:
-        batch = DeadLetter.objects.filter(due)
-        if floor is not None:
-            batch = batch.filter(**{f"{basis}__gte": floor})
-        rows = list(batch.order_by(basis, "id").values_list("id", basis)[:batch_size])
-        if not rows:
-            break
-        ids = [pk for pk, _ in rows]
+        sql, params = archive_batch_statement(
+            basis=basis, cutoff=cutoff, after=after, batch_size=batch_size, now=now
+        )
         with transaction.atomic():
-            changed = DeadLetter.objects.filter(due, pk__in=ids).update(
-                status=DeadLetterStatus.ARCHIVED, archived_at=now
-            )
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+            changed = len(rows)
             if changed and audit_id is None:
                 audit_id = record_audit(
                     action="archive",
@@ -172,121 +188,52 @@ def archive_expired_dead_letters(
                 ).pk
             elif changed:
                 AuditEntry.objects.filter(pk=audit_id).update(item_count=F("item_count") + changed)
+        if not changed:
+            break  # nothing due is left (or all of it is locked by an operator: the next run)
         result.count += changed
         result.batches += 1
-        floor = rows[-1][1]
+        after = keyset_of(max(rows))
         if progress:
             progress("archive", result.batches, changed, result.count)
-        if not changed:
-            break  # everything selected changed under us (console action): the next run looks again
         if pause_seconds:
             time.sleep(pause_seconds)
     if audit_id is not None:
-        _mark_complete(audit_id, batches=result.batches)
+        mark_complete(audit_id, batches=result.batches)
     return result
 
 
-def _mark_complete(audit_id: int, **extra) -> None:
+def refresh_planner_statistics() -> None:
+    """ANALYZE the letters table before a walk, so the planner knows how many letters each state
+    holds right now (the archive phase may just have moved a million of them): both databases
+    then walk the partial indexes (SQLite keeps no statistics unless asked). A sample, not a scan:
+    a fraction of a second at a million rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(DeadLetter._meta.db_table)}")
+
+
+def archive_batch_statement(
+    *, basis: str, cutoff: datetime, after: tuple | None, batch_size: int, now: datetime
+) -> tuple[str, list]:
+    """The one statement of an archive batch: UPDATE the next due rows after `after`, RETURNING
+    their (basis, id). Also what tests EXPLAIN."""
+    qn = connection.ops.quote_name
+    adapt = connection.ops.adapt_datetimefield_value
+    sql = walk_batch_sql(
+        action_sql=f"UPDATE {qn(DeadLetter._meta.db_table)} SET {qn('status')} = %s, {qn('archived_at')} = %s",
+        basis=basis,
+        keyset=after is not None,
+        batch_size=batch_size,
+        returning=f"{qn(basis)}, {qn('id')}",
+    )
+    return sql, [DeadLetterStatus.ARCHIVED, adapt(now), adapt(cutoff), *(after or ())]
+
+
+def keyset_of(row: tuple) -> tuple:
+    """(time, id) as returned by the database, made a query parameter again."""
+    adapt = connection.ops.adapt_datetimefield_value
+    return tuple(adapt(v) if isinstance(v, datetime) else v for v in row)
+
+
+def mark_complete(audit_id: int, **extra) -> None:
     entry = AuditEntry.objects.get(pk=audit_id)
     AuditEntry.objects.filter(pk=audit_id).update(details={**entry.details, **extra, "complete": True})
-
-
-# --- purge --------------------------------------------------------------------
-
-
-def purge_file_path(now: datetime) -> Path:
-    return Path(settings.ARCHIVE_DIR) / f"deadletters-{now:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.jsonl.gz"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def purge_archived_dead_letters(
-    *,
-    older_than_days: float,
-    batch_size: int = 1000,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-    now: datetime | None = None,
-    pause_seconds: float = 0.0,
-) -> RunResult:
-    """Delete letters archived more than `older_than_days` ago, after writing each to the run's
-    gzip JSON-lines file under ARCHIVE_DIR (one file per run, created only if a row is purged)."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if older_than_days < 0:
-        raise ValueError("older_than_days must not be negative")
-    now = now or timezone.now()
-    cutoff = now - timedelta(days=older_than_days)
-    due = Q(status=DeadLetterStatus.ARCHIVED, archived_at__lte=cutoff)
-    result = RunResult(cutoff=cutoff, basis="archived_at", dry_run=dry_run)
-    if dry_run:
-        result.groups = _groups(DeadLetter.objects.filter(due))
-        result.count = sum(group["n"] for group in result.groups)
-        return result
-
-    fd = None
-    audit_id = None
-    last_id = 0
-    try:
-        while True:
-            ids = list(
-                DeadLetter.objects.filter(due, pk__gt=last_id)
-                .order_by("id")
-                .values_list("id", flat=True)[:batch_size]
-            )
-            if not ids:
-                break
-            last_id = ids[-1]
-            if fd is None:
-                result.file = purge_file_path(now)
-                result.file.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(result.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o640)
-            with transaction.atomic():
-                deleted = _purge_batch(fd, ids, due)
-                if deleted and audit_id is None:
-                    audit_id = record_audit(
-                        action="purge",
-                        actor=ACTOR,
-                        source="cron",
-                        item_count=deleted,
-                        details={"cutoff": cutoff.isoformat(), "file": str(result.file), "complete": False},
-                    ).pk
-                elif deleted:
-                    AuditEntry.objects.filter(pk=audit_id).update(item_count=F("item_count") + deleted)
-            result.count += deleted
-            result.batches += 1
-            if progress:
-                progress("purge", result.batches, deleted, result.count)
-            if pause_seconds:
-                time.sleep(pause_seconds)
-    finally:
-        if fd is not None:
-            os.close(fd)
-    if audit_id is not None:
-        _mark_complete(audit_id, batches=result.batches)
-    return result
-
-
-def _purge_batch(fd: int, ids: list[int], due: Q) -> int:
-    """Inside a transaction: lock the rows, write them as one gzip member, fsync, delete them."""
-    rows = DeadLetter.objects.filter(due, pk__in=ids).order_by("id")
-    if connection.features.has_select_for_update:
-        rows = rows.select_for_update(of=("self",))
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip member
-    written: list[int] = []
-    for row in rows.values(*PURGE_FIELDS).iterator(chunk_size=PURGE_FETCH):
-        row["task_public_id"] = row.pop("task__public_id")
-        line = json.dumps(row, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True) + "\n"
-        _write_all(fd, compressor.compress(line.encode()))
-        written.append(row["id"])
-    if not written:
-        return 0
-    _write_all(fd, compressor.flush())
-    os.fsync(fd)
-    # Locked above (PostgreSQL) or under the write lock (SQLite): exactly the written rows go.
-    _, per_model = DeadLetter.objects.filter(pk__in=written).only("id").delete()
-    return per_model.get(DeadLetter._meta.label, 0)

@@ -1,8 +1,11 @@
 import csv
+import math
 import os
+import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,18 +24,182 @@ class RunContext:
     output_dir: Path  # unique to this attempt: a late finisher cannot clobber a newer attempt's file
 
 
+class InvalidParamsList(InvalidParams):
+    """Several params are wrong at once. Reads as its first error where one field is expected
+    (the API's 422 names it); `errors` holds every (field, message) for pages that show them all."""
+
+    def __init__(self, errors: Sequence[tuple[str, str]]):
+        super().__init__(*errors[0])
+        self.errors = list(errors)
+
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+TYPE_LABELS = {"string": "text", "integer": "integer", "number": "number", "boolean": "true/false", "date": "date"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter a kind accepts. The kind's validation, the console's edit-and-replay page and
+    the API's OpenAPI document all read this declaration, so they cannot disagree.
+
+    `default` is used when the param is left out; None means "optional, left out of the cleaned
+    params"; a callable is read at use (a setting). `type` is string, integer, number, boolean or
+    date (a YYYY-MM-DD string)."""
+
+    name: str
+    type: str
+    default: Any = None
+    description: str = ""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    max_length: int | None = None
+    # Further JSON Schema keywords for what only the document states (the kind checks it itself).
+    schema_extra: Callable[[], dict] | None = None
+
+    def default_value(self) -> Any:
+        return self.default() if callable(self.default) else self.default
+
+    def clean(self, params: dict[str, Any]) -> Any:
+        """The value to use, the default when left out (None: leave it out), or InvalidParams."""
+        if self.name not in params:
+            return self.default_value()
+        value = params[self.name]
+        if self.choices:
+            if value not in self.choices:
+                raise InvalidParams(self.name, f"must be one of {', '.join(self.choices)}")
+            return value
+        return getattr(self, f"_clean_{self.type}")(value)
+
+    def _clean_string(self, value):
+        if not isinstance(value, str):
+            raise InvalidParams(self.name, "must be a string")
+        if self.max_length is not None and len(value) > self.max_length:
+            raise InvalidParams(self.name, f"must be at most {self.max_length} characters")
+        return value
+
+    def _clean_date(self, value):
+        if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
+            raise InvalidParams(self.name, "must be a date YYYY-MM-DD")
+        try:
+            return date.fromisoformat(value).isoformat()
+        except ValueError:
+            raise InvalidParams(self.name, "must be a date YYYY-MM-DD") from None
+
+    def _clean_boolean(self, value):
+        if not isinstance(value, bool):
+            raise InvalidParams(self.name, "must be true or false")
+        return value
+
+    def _clean_integer(self, value):
+        # JSON Schema counts 2.0 as an integer; so do we.
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidParams(self.name, "must be an integer")
+        return self._in_range(value)
+
+    def _clean_number(self, value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidParams(self.name, "must be a number")
+        return self._in_range(value)
+
+    def _in_range(self, value):
+        low = -math.inf if self.minimum is None else self.minimum
+        high = math.inf if self.maximum is None else self.maximum
+        if not low <= value <= high:
+            raise InvalidParams(self.name, f"must be between {_num(self.minimum)} and {_num(self.maximum)}")
+        return value
+
+    def json_schema(self) -> dict:
+        schema: dict[str, Any] = {"type": "string" if self.type == "date" else self.type}
+        if self.type == "date":
+            schema.update(format="date", pattern=f"^{_ISO_DATE.pattern}$")
+        if self.choices:
+            schema["enum"] = list(self.choices)
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        if self.max_length is not None:
+            schema["maxLength"] = self.max_length
+        if self.type == "string" and not self.choices:
+            schema["pattern"] = "^[^\\u0000]*$"  # no stored text may hold NUL
+        default = self.default_value()
+        if default is not None:
+            schema["default"] = default
+        if self.description:
+            schema["description"] = self.description
+        if self.schema_extra is not None:
+            schema.update(self.schema_extra())
+        return schema
+
+    @property
+    def type_label(self) -> str:
+        return TYPE_LABELS.get(self.type, self.type)
+
+    @property
+    def allowed_label(self) -> str:
+        """What values are accepted, in words, for the console."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.minimum is not None or self.maximum is not None:
+            return f"{_num(self.minimum)} to {_num(self.maximum)}"
+        if self.type == "date":
+            return "YYYY-MM-DD"
+        if self.max_length is not None:
+            return f"at most {self.max_length} characters"
+        return ""
+
+
+def _num(value) -> str:
+    if value is None:
+        return "any"
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 class ReportKind:
     name: ClassVar[str]
     title: ClassVar[str]
     default_priority: ClassVar[str] = "default"
+    # What the kind accepts; validate() checks params against it unless a kind overrides validate().
+    params: ClassVar[tuple[Param, ...]] = ()
 
     def validate(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Return cleaned params or raise InvalidParams naming the field."""
-        raise NotImplementedError
+        """Return cleaned params or raise InvalidParams (InvalidParamsList: every bad field at once)."""
+        errors: list[tuple[str, str]] = [
+            (name, "unknown parameter") for name in sorted(set(params) - {p.name for p in self.params})
+        ]
+        cleaned: dict[str, Any] = {}
+        for param in self.params:
+            try:
+                value = param.clean(params)
+            except InvalidParams as exc:
+                errors.append((exc.field, exc.message))
+                continue
+            if value is not None:
+                cleaned[param.name] = value
+        if not errors:
+            errors = self.check(cleaned)
+        if errors:
+            raise InvalidParamsList(errors)
+        return cleaned
+
+    def check(self, cleaned: dict[str, Any]) -> list[tuple[str, str]]:
+        """Rules across params that one declaration cannot state; (field, message) for each broken one."""
+        return []
 
     def generate(self, params: dict[str, Any], ctx: RunContext) -> Path:
         """Write the report under ctx.output_dir and return its path."""
         raise NotImplementedError
+
+    def params_schema(self) -> dict:
+        """The JSON Schema of this kind's params (the OpenAPI document's per-kind `params`)."""
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {param.name: param.json_schema() for param in self.params},
+        }
 
 
 def reject_unknown(params: dict[str, Any], allowed: Iterable[str]) -> None:
@@ -45,26 +212,6 @@ def choice(params: dict[str, Any], field: str, options: Sequence[str], default: 
     value = params.get(field, default)
     if value not in options:
         raise InvalidParams(field, f"must be one of {', '.join(options)}")
-    return value
-
-
-def number(params, field, default, *, minimum, maximum, integer=False):
-    value = params.get(field, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (integer and not isinstance(value, int))
-    ):
-        raise InvalidParams(field, "must be an integer" if integer else "must be a number")
-    if not minimum <= value <= maximum:
-        raise InvalidParams(field, f"must be between {minimum} and {maximum}")
-    return value
-
-
-def boolean(params, field, default):
-    value = params.get(field, default)
-    if not isinstance(value, bool):
-        raise InvalidParams(field, "must be true or false")
     return value
 
 

@@ -7,13 +7,32 @@ import requests
 from django.conf import settings
 
 from reports.errors import InvalidParams, PermanentError
-from reports.kinds.base import ReportKind, RunContext, choice, reject_unknown, write_table
+from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
 
 
 class HttpExport(ReportKind):
     name = "http_export"
     title = "HTTP JSON export"
     default_priority = "low"
+    # The declaration the console and the OpenAPI document show; validate() below is this kind's own.
+    params = (
+        Param(
+            "url",
+            "string",
+            default=lambda: settings.HTTP_EXPORT_URL,
+            max_length=2000,
+            description="http(s) URL of a JSON answer; only hosts in HTTP_EXPORT_ALLOWED_HOSTS (others: 422)",
+            schema_extra=lambda: {"format": "uri"},
+        ),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
+        Param(
+            "records_path",
+            "string",
+            default="",
+            max_length=200,
+            description="dotted path to the list of records in the answer (e.g. data.items)",
+        ),
+    )
 
     def validate(self, params):
         reject_unknown(params, {"url", "format", "records_path"})

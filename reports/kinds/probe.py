@@ -4,21 +4,26 @@ drive the whole chain (retry, dead letter, alert, replay) on purpose."""
 import time
 
 from reports.errors import PermanentError, TransientError
-from reports.kinds.base import ReportKind, RunContext, boolean, number, reject_unknown, write_table
+from reports.kinds.base import Param, ReportKind, RunContext, write_table
 
 
 class Probe(ReportKind):
     name = "probe"
     title = "Probe (canary)"
 
-    def validate(self, params):
-        reject_unknown(params, {"sleep_seconds", "fail_attempts", "fail_permanently", "write_output"})
-        return {
-            "sleep_seconds": number(params, "sleep_seconds", 0, minimum=0, maximum=3600),
-            "fail_attempts": number(params, "fail_attempts", 0, minimum=0, maximum=1000, integer=True),
-            "fail_permanently": boolean(params, "fail_permanently", False),
-            "write_output": boolean(params, "write_output", True),
-        }
+    params = (
+        Param("sleep_seconds", "number", default=0, minimum=0, maximum=3600, description="seconds to sleep first"),
+        Param(
+            "fail_attempts",
+            "integer",
+            default=0,
+            minimum=0,
+            maximum=1000,
+            description="fail (transiently) while the attempt number is at most this",
+        ),
+        Param("fail_permanently", "boolean", default=False, description="die at once, no retry"),
+        Param("write_output", "boolean", default=True, description="write a one-line CSV when it succeeds"),
+    )
 
     def generate(self, params, ctx: RunContext):
         if params.get("sleep_seconds"):

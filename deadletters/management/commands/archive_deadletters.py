@@ -1,5 +1,6 @@
 """manage.py archive_deadletters: archive expired dead letters (and optionally purge old archived
-ones to a gzip JSON-lines file). Safe to run from cron: see deadletters/services/archive.py."""
+ones to a gzip JSON-lines file). Safe to run from cron: see deadletters/services/archive.py and
+deadletters/services/purge.py."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -8,10 +9,11 @@ from deadletters.services.archive import (
     RunResult,
     archive_expired_dead_letters,
     archive_lock,
-    purge_archived_dead_letters,
 )
+from deadletters.services.purge import purge_archived_dead_letters
 
 DRY_RUN_GROUPS_SHOWN = 100
+SAMPLE_SHOWN = 120  # characters of "error type: first line of a sample message" per group
 
 
 def _non_negative(value: str) -> float:
@@ -42,7 +44,7 @@ class Command(BaseCommand):
             help="archive open letters created more than DAYS ago, instead of using expire_at",
         )
         parser.add_argument(
-            "--dry-run", action="store_true", help="change nothing; print counts by kind and fingerprint"
+            "--dry-run", action="store_true", help="change nothing; print counts by kind and fingerprint, each with its error and a sample message"
         )
         parser.add_argument(
             "--batch-size", type=_positive_int, default=1000, help="rows per transaction (1000)"
@@ -101,7 +103,10 @@ class Command(BaseCommand):
             self._say(f"dry run: would {verb} {result.count} dead letters ({where})")
             shown = result.groups if self.verbosity >= 2 else result.groups[:DRY_RUN_GROUPS_SHOWN]
             for group in shown:
-                self._say(f"  {group['n']:>8}  {group['kind']:<20} {group['fingerprint']}")
+                sample = f"{group['error_type']}: {group['sample_message']}"
+                if len(sample) > SAMPLE_SHOWN:
+                    sample = sample[: SAMPLE_SHOWN - 1] + "…"
+                self._say(f"  {group['n']:>8}  {group['kind']:<20} {group['fingerprint']}  {sample}")
             if len(shown) < len(result.groups):
                 self._say(f"  ... {len(result.groups) - len(shown)} more groups (--verbosity 2 shows all)")
             return

@@ -3,8 +3,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deadletters.alerts import dingtalk, messages
-from deadletters.alerts.dingtalk import RobotConfig
+from deadletters.alerts import client as dingtalk
+from deadletters.alerts import messages
+from deadletters.alerts.client import RobotConfig
 from deadletters.alerts.ratelimit import RobotState
 from reports import queueing
 

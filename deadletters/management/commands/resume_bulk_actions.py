@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from deadletters.services.bulk import resume_stalled_bulk_actions
+from deadletters.bulk.runner import resume_stalled_bulk_actions
 
 
 class Command(BaseCommand):

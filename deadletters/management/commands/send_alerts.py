@@ -1,14 +1,12 @@
 import logging
-import signal
-import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
 from django.db.utils import OperationalError
 from redis.exceptions import RedisError
 
-from deadletters.services.alerts import retry_failed_alerts, send_pending_alerts
+from config.looping import run_passes
+from deadletters.alerts.sender import retry_failed_alerts, send_pending_alerts
 
 logger = logging.getLogger("deadletters.alerts")
 
@@ -51,27 +49,17 @@ class Command(BaseCommand):
         if retry_failed:
             count = retry_failed_alerts()
             self.stdout.write(f"{count} failed alert(s) put back to pending")
-        stopping = []
-        if loop:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stopping.append(True))
-            if verbosity >= 1:
-                self.stdout.write(f"sending DingTalk alerts every {interval:g}s")
-        while True:
-            try:
-                report = send_pending_alerts()
-            except (RedisError, OperationalError) as exc:
-                if not loop:
-                    raise
-                logger.error("alert pass failed, will try again: %s", exc)
-            else:
-                if verbosity >= 2 or (verbosity >= 1 and (not loop or report.did_something)):
-                    self.stdout.write(report.summary())
+        if loop and verbosity >= 1:
+            self.stdout.write(f"sending DingTalk alerts every {interval:g}s")
+        run_passes(lambda: self._one_pass(loop, verbosity), loop=loop, interval=interval)
+
+    def _one_pass(self, loop: bool, verbosity: int) -> None:
+        try:
+            report = send_pending_alerts()
+        except (RedisError, OperationalError) as exc:
             if not loop:
-                return
-            close_old_connections()
-            deadline = time.monotonic() + interval
-            while not stopping and time.monotonic() < deadline:
-                time.sleep(min(0.2, interval))
-            if stopping:
-                return
+                raise
+            logger.error("alert pass failed, will try again: %s", exc)
+        else:
+            if verbosity >= 2 or (verbosity >= 1 and (not loop or report.did_something)):
+                self.stdout.write(report.summary())

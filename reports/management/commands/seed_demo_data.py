@@ -1,3 +1,4 @@
+import argparse
 import random
 from datetime import timedelta
 from decimal import Decimal
@@ -12,21 +13,30 @@ PRODUCTS = ["widget", "gadget", "gizmo", "sprocket", "doohickey", "thingamajig"]
 
 
 class Command(BaseCommand):
-    help = "Create demo orders (the data sales_summary aggregates). Deterministic for a given --seed."
+    help = (
+        "Create demo orders (the data sales_summary aggregates), deterministic for a given --seed. "
+        "Idempotent: when orders exist it changes nothing and says so; --replace starts over."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--rows", type=int, default=10_000, help="orders to create (default 10000)")
         parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
         parser.add_argument("--replace", action="store_true", help="delete existing orders first")
-        parser.add_argument("--if-empty", action="store_true", help="do nothing when orders already exist")
+        # Kept for scripts written before seeding became idempotent: it is what every run does now.
+        parser.add_argument("--if-empty", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--batch-size", type=int, default=5000)
 
     def handle(self, *args, rows, seed, replace, if_empty, batch_size, verbosity, **options):
         if rows < 0 or batch_size <= 0:
             raise CommandError("--rows must be >= 0 and --batch-size > 0")
-        if if_empty and Order.objects.exists():
+        existing = Order.objects.count()
+        if existing and not replace:
+            # A second run must not double every sales figure.
             if verbosity:
-                self.stdout.write("orders exist; nothing seeded")
+                self.stdout.write(
+                    f"{existing} demo orders already exist; nothing seeded (--replace deletes them and "
+                    f"seeds {rows} afresh)."
+                )
             return
         if replace:
             deleted, _ = Order.objects.all().delete()
@@ -49,5 +59,7 @@ class Command(BaseCommand):
                 for _ in range(size)
             )
             made += size
-            if verbosity:
+            if verbosity > 1:
                 self.stdout.write(f"seeded {made}/{rows} orders")
+        if verbosity:
+            self.stdout.write(f"seeded {made} demo orders (seed {seed}).")

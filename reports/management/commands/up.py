@@ -8,7 +8,7 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 
 from config.embedded_redis import RedisServer
@@ -26,9 +26,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers", type=int, default=2, help="RQ worker processes (default %(default)s)"
         )
-        parser.add_argument("--no-seed", action="store_true", help="skip the demo orders")
+        parser.add_argument(
+            "--worker-class",
+            default=None,
+            help="RQ worker class (default: RQ['WORKER_CLASS'], reports.worker.ReportWorker; "
+            "reports.worker.SimpleReportWorker runs jobs without forking)",
+        )
+        parser.add_argument("--no-seed", action="store_true", help="skip the demo orders (10,000 on first start)")
 
-    def handle(self, *args, addr, workers, no_seed, **options):
+    def handle(self, *args, addr, workers, worker_class, no_seed, **options):
         redis_server = None
         env = dict(os.environ)
         if not os.environ.get("REDIS_URL"):
@@ -40,7 +46,9 @@ class Command(BaseCommand):
             call_command("migrate", verbosity=0, interactive=False)
             password = self._ensure_admin()
             if not no_seed:
-                call_command("seed_demo_data", rows=10_000, if_empty=True, verbosity=0)
+                # Says what it did (seeded, or found orders and left them): sales figures depend on it.
+                self.stdout.write("demo data: ", ending="")
+                call_command("seed_demo_data", rows=10_000, stdout=self.stdout)
             manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
             commands = {"web": manage + ["runserver", addr, "--noreload"]}
             for n in range(1, workers + 1):
@@ -50,6 +58,7 @@ class Command(BaseCommand):
                     "--with-scheduler",
                     "--name",
                     f"{os.uname().nodename}-{os.getpid()}-{n}",
+                    *(["--worker-class", worker_class] if worker_class else []),
                 ]
             commands["reaper"] = manage + ["reap_tasks", "--loop"]
             commands.update(self.extra_processes(manage))
@@ -69,16 +78,8 @@ class Command(BaseCommand):
                 redis_server.stop()
 
     def extra_processes(self, manage):
-        """Further long-running duties (the alert sender) as name -> argv."""
-        from django.apps import apps
-
-        extra = {}
-        if apps.is_installed("deadletters"):
-            from django.core.management import get_commands
-
-            if "send_alerts" in get_commands():
-                extra["alerts"] = manage + ["send_alerts", "--loop"]
-        return extra
+        """Further long-running duties of installed apps (the alert sender) as name -> argv."""
+        return {"alerts": manage + ["send_alerts", "--loop"]} if "send_alerts" in get_commands() else {}
 
     def _ensure_admin(self) -> str:
         user_model = get_user_model()

@@ -1,0 +1,99 @@
+"""Who is calling: a bearer API token, or a console (staff) session with CSRF.
+
+`api_endpoint` wraps every API view: method check, authentication, permission, CSRF for
+session POSTs (never for bearer-token POSTs: a token is not sent by browsers on their own),
+and turns ApiError into the JSON error format.
+"""
+
+from dataclasses import dataclass
+from functools import wraps
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.csrf import csrf_exempt
+
+from api.errors import ApiError, api_error_response
+from reports.models import ApiToken
+from reports.tokens import authenticate_token
+
+UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="report-api"'}
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    kind: str  # "token" or "session"
+    name: str
+    token: ApiToken | None = None
+    user: AbstractBaseUser | None = None
+
+    @property
+    def actor(self) -> str:
+        return f"token:{self.name}" if self.kind == "token" else self.name
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
+def _csrf_failure(request) -> str | None:
+    check = _CsrfCheck(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def authenticate(request, *, permission: str | None) -> ApiClient:
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise ApiError(401, "the Authorization header must be 'Bearer <token>'", headers=BEARER_CHALLENGE)
+        token = authenticate_token(raw.strip())
+        if token is None:
+            raise ApiError(401, "invalid or revoked API token", headers=BEARER_CHALLENGE)
+        return ApiClient(kind="token", name=token.name, token=token)
+
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        raise ApiError(
+            401,
+            "authentication required: an API token (Authorization: Bearer ...) or a console session",
+            headers=BEARER_CHALLENGE,
+        )
+    if not user.is_active or not user.is_staff:
+        raise ApiError(403, "the console session belongs to a user who is not staff")
+    if request.method in UNSAFE_METHODS:
+        reason = _csrf_failure(request)
+        if reason:
+            raise ApiError(403, f"CSRF check failed: {reason}")
+    if permission and not user.has_perm(permission):
+        raise ApiError(403, f"the console user lacks the permission {permission}")
+    return ApiClient(kind="session", name=user.get_username(), user=user)
+
+
+def api_endpoint(*, methods: tuple[str, ...], permission: str | None = None, public: bool = False):
+    """Decorate an API view; `permission` applies to session users (tokens have full API access)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            try:
+                if request.method not in methods:
+                    raise ApiError(
+                        405,
+                        f"method {request.method} is not allowed here",
+                        headers={"Allow": ", ".join(methods)},
+                    )
+                if not public:
+                    request.api_client = authenticate(request, permission=permission)
+                response = view(request, *args, **kwargs)
+            except ApiError as exc:
+                response = api_error_response(exc)
+            add_never_cache_headers(response)
+            return response
+
+        return csrf_exempt(wrapper)
+
+    return decorate

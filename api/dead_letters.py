@@ -1,0 +1,78 @@
+"""GET /report/task/dead-letters: open, not yet expired dead letters, newest first, keyset-paged."""
+
+import re
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from api.auth import api_endpoint
+from api.errors import ApiError
+from api.openapi.common import CURSOR_PATTERN
+from api.request_body import iso, query_param
+from config.keyset import Cursor, InvalidCursor
+from deadletters.filters import MAX_SEARCH_LENGTH
+from deadletters.links import dead_letter_url
+from deadletters.selectors.letters import message_preview, open_dead_letters_page
+from reports.kinds import KINDS
+
+DEAD_LETTER_QUERY = {"kind", "fingerprint", "q", "cursor", "limit"}
+# Each as the OpenAPI document states it (api/openapi/tasks.py), so what it calls valid is served.
+FINGERPRINT_PATTERN = r"^[0-9a-f]{8,40}$"
+LIMIT_PATTERN = r"^[0-9]{1,4}$"
+FINGERPRINT_RE, CURSOR_RE, LIMIT_RE = (
+    re.compile(pattern.removesuffix("$") + r"\Z") for pattern in (FINGERPRINT_PATTERN, CURSOR_PATTERN, LIMIT_PATTERN)
+)
+
+
+def _cursor(raw: str | None) -> Cursor | None:
+    if raw is None:
+        return None
+    if not CURSOR_RE.match(raw):
+        raise ApiError(400, "is not a cursor this API returned", "cursor")
+    try:
+        return Cursor.decode(raw)
+    except InvalidCursor:
+        raise ApiError(400, "is not a cursor this API returned", "cursor") from None
+
+
+@api_endpoint(methods=("GET",), permission="deadletters.view_deadletter")
+def dead_letters(request):
+    for name in request.GET:
+        if name not in DEAD_LETTER_QUERY:
+            raise ApiError(400, f"unknown query parameter {name[:64]!r}", name[:64])
+    kind = query_param(request, "kind")
+    if kind is not None and kind not in KINDS:
+        raise ApiError(400, f"must be a report kind: {', '.join(sorted(KINDS))}", "kind")
+    fingerprint = query_param(request, "fingerprint")
+    if fingerprint is not None and not FINGERPRINT_RE.match(fingerprint):
+        raise ApiError(
+            400, "must be 8 to 40 lowercase hex characters (a fingerprint or its start)", "fingerprint"
+        )
+    q = (query_param(request, "q") or "").replace("\x00", "").strip()
+    if len(q) > MAX_SEARCH_LENGTH:
+        raise ApiError(400, f"must be at most {MAX_SEARCH_LENGTH} characters", "q")
+    raw_limit = query_param(request, "limit")
+    limit = settings.API_DEADLETTER_PAGE_SIZE
+    if raw_limit is not None:
+        if not LIMIT_RE.match(raw_limit) or not 1 <= int(raw_limit) <= settings.API_DEADLETTER_PAGE_MAX:
+            raise ApiError(400, f"must be an integer from 1 to {settings.API_DEADLETTER_PAGE_MAX}", "limit")
+        limit = int(raw_limit)
+    page = open_dead_letters_page(
+        kind=kind, fingerprint=fingerprint, q=q, cursor=_cursor(query_param(request, "cursor")), limit=limit
+    )
+    results = [
+        {
+            "id": letter.id,
+            "task_id": str(letter.task.public_id),
+            "kind": letter.kind,
+            "error_type": letter.error_type,
+            "error_message": message_preview(letter.error_message),
+            "attempts": letter.attempts,
+            "fingerprint": letter.fingerprint,
+            "created_at": iso(letter.created_at),
+            "expire_at": iso(letter.expire_at),
+            "console_url": dead_letter_url(letter.id),
+        }
+        for letter in page.items
+    ]
+    return JsonResponse({"results": results, "next_cursor": page.next_cursor})

@@ -1,0 +1,27 @@
+"""The OpenAPI 3.1 document of the JSON API, built as a dict and served at /report/openapi.json.
+
+tests/api/test_api_contract.py checks every documented response against real responses, and that
+every route of the API is documented: change both together."""
+
+from api.openapi.batches import batch_paths
+from api.openapi.schemas import components
+from api.openapi.tasks import task_paths
+
+
+def openapi_document() -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Report tasks API",
+            "version": "1.0.0",
+            "description": (
+                "Submit report tasks, follow them, fetch their output, list and replay dead letters. "
+                "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token NAME`) "
+                "or a console session (staff; POSTs need the CSRF token). Every error is "
+                '`{"error": "...", "field": "..." | null}`.'
+            ),
+        },
+        "security": [{"bearerAuth": []}, {"consoleSession": []}],
+        "paths": {**task_paths(), **batch_paths()},
+        "components": components(),
+    }

@@ -1,0 +1,48 @@
+"""Pieces every part of the OpenAPI document uses: the error schema and the common responses."""
+
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+
+def nullable(schema: dict) -> dict:
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def error(description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+
+
+def json_response(description: str, ref: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
+UNAUTHORIZED = error("No credentials, a malformed Authorization header, or an unknown or revoked token.")
+FORBIDDEN = error("Session user not staff or lacking the permission, or CSRF check failed (session POSTs).")
+NOT_ALLOWED = error("Another HTTP method than the one documented for this path; see the Allow header.")
+NOT_FOUND = error("Unknown or malformed task id.")
+TOO_LARGE = error("The body is over API_MAX_BODY_BYTES (256 KiB by default).")
+NOT_JSON = error("Content-Type is not application/json (UTF-8).")
+MALFORMED = error(
+    "Malformed request: invalid UTF-8 or JSON, not an object, an unknown field (named in `field`)."
+)
+TASK_ID_PARAM = {
+    "name": "task_id",
+    "in": "path",
+    "required": True,
+    "description": "The task's id (a UUID, as `task_id` returned by submit).",
+    "schema": {"type": "string", "format": "uuid"},
+}
+
+# `<microseconds since the epoch>-<id>`: every value of this shape is a cursor (past the end: empty page).
+CURSOR_PATTERN = "^[0-9]{1,17}-[0-9]{1,18}$"
+# No text the API stores may hold NUL (a 400 otherwise): free text says so in its pattern.
+NO_NUL = "^[^\\u0000]*$"
+IDEMPOTENCY_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "pattern": "^[!-~](?:[ -~]{0,198}[!-~])?$",
+    "description": "1-200 printable ASCII characters, not starting or ending with a space. The "
+    "`Idempotency-Key` header and this field are the same thing: give either; giving both with "
+    "different values is a 400. The same key with the same kind and params returns the first "
+    "task (200); with others, 409.",
+}

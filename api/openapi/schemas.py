@@ -1,0 +1,148 @@
+"""The schemas (components) of the OpenAPI document."""
+
+from django.conf import settings
+
+from api.openapi.common import NO_NUL, nullable
+from api.openapi.kinds import kind_components
+from reports.models import Priority, TaskStatus
+
+
+def components() -> dict:
+    return {
+        "securitySchemes": {
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "rpt_... from create_api_token",
+            },
+            "consoleSession": {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME},
+        },
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error", "field"],
+                "additionalProperties": False,
+                "properties": {"error": {"type": "string"}, "field": {"type": ["string", "null"]}},
+            },
+            **kind_components(),
+            "SubmitResponse": {
+                "type": "object",
+                "required": ["task_id"],
+                "additionalProperties": False,
+                "properties": {"task_id": {"type": "string", "format": "uuid"}},
+            },
+            "TaskStatus": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [
+                    "id",
+                    "kind",
+                    "status",
+                    "priority",
+                    "attempt",
+                    "max_attempts",
+                    "last_error",
+                    "output_path",
+                    "download_url",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                ],
+                "properties": {
+                    "id": {"type": "string", "format": "uuid"},
+                    "kind": {"type": "string"},
+                    "status": {"type": "string", "enum": list(TaskStatus.values)},
+                    "priority": {"type": "string", "enum": list(Priority.values)},
+                    "attempt": {"type": "integer", "minimum": 0},
+                    "max_attempts": {"type": "integer", "minimum": 1},
+                    "last_error": nullable({"type": "string"}),
+                    "output_path": nullable(
+                        {"type": "string", "description": "Relative to MEDIA_ROOT; when done."}
+                    ),
+                    "download_url": nullable({"type": "string", "format": "uri"}),
+                    "created_at": {"type": "string", "format": "date-time"},
+                    "started_at": nullable({"type": "string", "format": "date-time"}),
+                    "finished_at": nullable({"type": "string", "format": "date-time"}),
+                },
+            },
+            "ReplayRequest": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "reason": {
+                        "type": "string",
+                        "maxLength": 2000,
+                        "pattern": NO_NUL,
+                        "description": "Kept in the audit log; required (422 without) when the server "
+                        "sets DEADLETTER_REQUIRE_REASON.",
+                    }
+                },
+            },
+            "BatchInvalid": {
+                "type": "object",
+                "required": ["error", "field", "errors"],
+                "properties": {
+                    "error": {"type": "string"},
+                    "field": {"type": ["string", "null"]},
+                    "errors": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["index", "field", "error"],
+                            "properties": {
+                                "index": {"type": ["integer", "null"]},
+                                "field": {"type": "string"},
+                                "error": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+            },
+            "Ok": {
+                "type": "object",
+                "required": ["ok"],
+                "additionalProperties": False,
+                "properties": {"ok": {"type": "boolean", "const": True}},
+            },
+            "DeadLetter": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [
+                    "id",
+                    "task_id",
+                    "kind",
+                    "error_type",
+                    "error_message",
+                    "attempts",
+                    "fingerprint",
+                    "created_at",
+                    "expire_at",
+                    "console_url",
+                ],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "task_id": {"type": "string", "format": "uuid"},
+                    "kind": {"type": "string"},
+                    "error_type": {"type": "string"},
+                    "error_message": {
+                        "type": "string",
+                        "description": "First line, at most 300 characters.",
+                    },
+                    "attempts": {"type": "integer", "minimum": 0},
+                    "fingerprint": {"type": "string"},
+                    "created_at": {"type": "string", "format": "date-time"},
+                    "expire_at": {"type": "string", "format": "date-time"},
+                    "console_url": {"type": "string", "format": "uri"},
+                },
+            },
+            "DeadLetterPage": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["results", "next_cursor"],
+                "properties": {
+                    "results": {"type": "array", "items": {"$ref": "#/components/schemas/DeadLetter"}},
+                    "next_cursor": {"type": ["string", "null"]},
+                },
+            },
+        },
+    }

@@ -1,0 +1,31 @@
+"""Forms of the console's actions."""
+
+import json
+
+from django import forms
+
+from deadletters.audit import REASON_MAX
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class ReplayEditForm(ReasonForm):
+    params = forms.CharField(
+        label="Params (JSON object)",
+        max_length=1024 * 1024,
+        widget=forms.Textarea(attrs={"rows": 14, "class": "mono", "spellcheck": "false"}),
+    )
+
+    def clean_params(self):
+        raw = self.cleaned_data["params"]
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        except RecursionError:
+            raise forms.ValidationError("Not valid JSON: nested too deeply.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Must be a JSON object ({...}).")
+        return value

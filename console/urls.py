@@ -1,0 +1,48 @@
+"""The console's URLs, grouped as its navigation is."""
+
+from django.urls import path
+
+from console.views import audit, batches, bulk, dashboard, dead_letters, kinds, letter_actions, tasks
+
+app_name = "console"
+
+urlpatterns = [
+    path("", dashboard.dashboard, name="dashboard"),
+    # Dead letters and the actions on one letter.
+    path("dead-letters/", dead_letters.deadletter_list, name="deadletter-list"),
+    path("dead-letters/groups/", dead_letters.deadletter_groups, name="deadletter-groups"),
+    path("dead-letters/<int:letter_id>/", dead_letters.deadletter_detail, name="deadletter-detail"),
+    path(
+        "dead-letters/<int:letter_id>/traceback.txt",
+        dead_letters.deadletter_traceback,
+        name="deadletter-traceback",
+    ),
+    path("dead-letters/<int:letter_id>/replay/", letter_actions.replay, name="deadletter-replay"),
+    path("dead-letters/<int:letter_id>/replay/edit/", letter_actions.replay_edit, name="deadletter-replay-edit"),
+    path("dead-letters/<int:letter_id>/archive/", letter_actions.archive, name="deadletter-archive"),
+    path("dead-letters/<int:letter_id>/discard/", letter_actions.discard, name="deadletter-discard"),
+    path("dead-letters/<int:letter_id>/restore/", letter_actions.restore, name="deadletter-restore"),
+    # Report tasks.
+    path("tasks/", tasks.task_list, name="task-list"),
+    path("tasks/<uuid:public_id>/", tasks.task_detail, name="task-detail"),
+    path("tasks/<uuid:public_id>/state/", tasks.task_state, name="task-state"),
+    path("tasks/<uuid:public_id>/output", tasks.task_output, name="task-output"),
+    # Audit log.
+    path("audit/", audit.audit, name="audit"),
+    # Bulk actions.
+    path("bulk/", bulk.bulk_list, name="bulk-list"),
+    path("bulk/preview/", bulk.bulk_preview, name="bulk-preview"),
+    path("bulk/start/", bulk.bulk_start, name="bulk-start"),
+    path("bulk/<uuid:public_id>/", bulk.bulk_detail, name="bulk-detail"),
+    path("bulk/<uuid:public_id>/pause/", bulk.bulk_pause, name="bulk-pause"),
+    path("bulk/<uuid:public_id>/resume/", bulk.bulk_resume, name="bulk-resume"),
+    path("bulk/<uuid:public_id>/cancel/", bulk.bulk_cancel, name="bulk-cancel"),
+    path("bulk/<uuid:public_id>/rate/", bulk.bulk_rate, name="bulk-rate"),
+    # Batches and report kinds.
+    path("batches/", batches.batch_list, name="batch-list"),
+    path("batches/<uuid:public_id>/", batches.batch_detail, name="batch-detail"),
+    path("batches/<uuid:public_id>/progress/", batches.batch_progress_partial, name="batch-progress"),
+    path("kinds/", kinds.kind_list, name="kind-list"),
+    path("kinds/<str:kind>/pause/", kinds.kind_pause, name="kind-pause"),
+    path("kinds/<str:kind>/resume/", kinds.kind_resume, name="kind-resume"),
+]

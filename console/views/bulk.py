@@ -1,0 +1,274 @@
+"""Bulk actions: preview (a dry run from the list's bulk bar), start, the list of runs, one run's
+live progress, pause / resume / cancel, and a running action's rate. The work is deadletters.bulk."""
+
+import uuid
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
+from console.forms import ReasonForm
+from console.views.common import actor, render_conflict
+from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.control import (
+    FINISHED_STATUSES,
+    BulkStateConflict,
+    cancel_bulk_action,
+    change_bulk_rate,
+    pause_bulk_action,
+    resume_bulk_action,
+    start_bulk_action,
+    validate_rate,
+    validate_threshold,
+)
+from deadletters.bulk.selection import (
+    ELIGIBLE_STATUSES,
+    SCOPE_SELECTED,
+    InvalidBulkRequest,
+    build_selection,
+    preview_bulk_action,
+)
+from deadletters.bulk.watch import died_again_causes, replay_outcome
+from deadletters.models import BulkAction, BulkActionKind
+
+
+def _list_url(filter_qs: str) -> str:
+    url = reverse("console:deadletter-list")
+    return f"{url}?{filter_qs}" if filter_qs else url
+
+
+def _bulk_request(request):
+    """Validate the posted action/scope/ids/filter and check the action's permission."""
+    action = request.POST.get("action", "")
+    if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
+        raise PermissionDenied(f"You may not {action} dead letters.")
+    filter_qs = request.POST.get("filter_qs", "")
+    selection = build_selection(
+        action=action,
+        scope=request.POST.get("scope", ""),
+        ids=request.POST.getlist("ids"),
+        filter_qs=filter_qs,
+        max_id=request.POST.get("max_id"),
+    )
+    return selection, filter_qs
+
+
+FILTER_WORDS = {
+    "kind": "kind",
+    "error_type": "error",
+    "fingerprint": "cause",
+    "batch": "batch",
+    "created_from": "died from",
+    "created_to": "died until",
+    "q": "search",
+}
+
+
+def _scope_wording(selection) -> dict:
+    """What the preview says it will touch, in the same terms as what it will touch: the statuses
+    this action applies to, narrowed by the filter's own status, and the filter's other conditions."""
+    eligible = [str(s) for s in ELIGIBLE_STATUSES[selection.action]]
+    if selection.filters is None:
+        return {"statuses": _or(eligible), "eligible": _or(eligible), "conditions": [], "listed_status": ""}
+    listed = selection.filters.status
+    statuses = eligible if listed == "all" else [s for s in eligible if s == listed]
+    params = selection.filters.as_params()
+    conditions = [f"{label} {params[name]}" for name, label in FILTER_WORDS.items() if name in params]
+    return {
+        "statuses": _or(statuses),
+        "eligible": _or(eligible),
+        "conditions": conditions,
+        "listed_status": listed,
+    }
+
+
+def _or(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
+    preview = preview_bulk_action(selection=selection)
+    return render(
+        request,
+        "console/bulk_preview.html",
+        {
+            "preview": preview,
+            "selection": selection,
+            "filter_qs": filter_qs,
+            "list_url": _list_url(filter_qs),
+            "request_token": request.POST.get("request_token") or str(uuid.uuid4()),
+            "reason": request.POST.get("reason", "")[:REASON_MAX],
+            "rate": request.POST.get("rate_per_second") or settings.BULK_ACTION_RATE_PER_SECOND,
+            "threshold": request.POST.get("pause_threshold") or settings.BULK_REPLAY_PAUSE_THRESHOLD,
+            "max_rate": settings.BULK_ACTION_MAX_RATE,
+            "min_sample": settings.BULK_REPLAY_PAUSE_MIN_SAMPLE,
+            "errors": errors or {},
+            "is_selection": selection.scope == SCOPE_SELECTED,
+            "scope": _scope_wording(selection),
+            "not_eligible": len(selection.ids) - preview.count if selection.scope == SCOPE_SELECTED else 0,
+        },
+        status=status,
+    )
+
+
+def _bulk_refused(request, exc: InvalidBulkRequest):
+    return render_conflict(
+        request,
+        title="Bulk action not started",
+        message=f"{exc}.",
+        back_url=_list_url(request.POST.get("filter_qs", "")),
+        status=400,
+    )
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_preview(request):
+    """Dry run from the list's bulk bar: count, a sample, reason and rate, and a confirm button."""
+    try:
+        selection, filter_qs = _bulk_request(request)
+    except InvalidBulkRequest as exc:
+        return _bulk_refused(request, exc)
+    return _render_preview(request, selection, filter_qs)
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_start(request):
+    try:
+        selection, filter_qs = _bulk_request(request)
+    except InvalidBulkRequest as exc:
+        return _bulk_refused(request, exc)
+    form = ReasonForm(request.POST)
+    errors = {}
+    if not form.is_valid():
+        errors["reason"] = f"at most {REASON_MAX} characters"
+    try:
+        rate = validate_rate(request.POST.get("rate_per_second"))
+        threshold = validate_threshold(request.POST.get("pause_threshold"))
+    except InvalidBulkRequest as exc:
+        errors[exc.field] = str(exc).split(": ", 1)[1]
+    if errors:
+        return _render_preview(request, selection, filter_qs, errors=errors, status=400)
+    try:
+        bulk, created = start_bulk_action(
+            selection=selection,
+            actor=actor(request),
+            ip_address=client_ip(request),
+            reason=form.cleaned_data["reason"],
+            rate_per_second=rate,
+            pause_threshold=threshold,
+            request_token=request.POST.get("request_token"),
+        )
+    except ReasonRequired:
+        errors = {"reason": "a reason is required: say why"}
+        return _render_preview(request, selection, filter_qs, errors=errors, status=400)
+    if created:
+        messages.success(request, f"Bulk {bulk.action} of {bulk.total} dead letter(s) started.")
+    else:
+        messages.info(request, "This bulk action was already started (the form was sent twice).")
+    return redirect("console:bulk-detail", public_id=bulk.public_id)
+
+
+@require_http_methods(["GET"])
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_list(request):
+    page = Paginator(BulkAction.objects.all(), settings.CONSOLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "console/bulk_list.html", {"page": page})
+
+
+def _bulk_context(bulk: BulkAction) -> dict:
+    """The run's progress and, for a replay, what its replays led to. The run itself completes in
+    seconds; its tasks settle later, so the page keeps following them until each is done or dead."""
+    finished = bulk.status in FINISHED_STATUSES
+    outcome = replay_outcome(bulk) if bulk.action == BulkActionKind.REPLAY else None
+    settled = outcome is None or outcome.finished >= outcome.replayed
+    return {
+        "bulk": bulk,
+        "finished": finished,
+        "settled": settled,
+        "polling": not (finished and settled),
+        "percent": 100 if bulk.status == "completed" else bulk.percent,
+        "outcome": outcome,
+        "replays_done": outcome.finished - outcome.died_again if outcome else 0,
+        "died_again_causes": died_again_causes(bulk) if outcome and outcome.died_again else [],
+    }
+
+
+@require_http_methods(["GET"])
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_detail(request, public_id):
+    bulk = get_object_or_404(BulkAction, public_id=public_id)
+    context = _bulk_context(bulk)
+    context["can_act"] = request.user.has_perm(permission_for(bulk.action))
+    context["max_rate"] = settings.BULK_ACTION_MAX_RATE
+    if request.htmx and not request.htmx.boosted:
+        response = render(request, "console/_bulk_progress.html", context)
+        if not context["polling"]:
+            # The final state is swapped in, and htmx stops polling.
+            return HttpResponseStopPolling(response.content)
+        return response
+    return render(request, "console/bulk_detail.html", context)
+
+
+def _bulk_operator_action(request, public_id, service, done: str):
+    bulk = get_object_or_404(BulkAction, public_id=public_id)
+    if not request.user.has_perm(permission_for(bulk.action)):
+        raise PermissionDenied(f"You may not {bulk.action} dead letters.")
+    try:
+        service(bulk_id=bulk.pk, actor=actor(request), ip_address=client_ip(request))
+    except BulkStateConflict as exc:
+        messages.warning(request, f"Nothing done: {exc}.")
+    else:
+        messages.success(request, f"Bulk {bulk.action} {done}.")
+    return redirect("console:bulk-detail", public_id=bulk.public_id)
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_pause(request, public_id):
+    return _bulk_operator_action(request, public_id, pause_bulk_action, "paused")
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_resume(request, public_id):
+    return _bulk_operator_action(request, public_id, resume_bulk_action, "resumed")
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_cancel(request, public_id):
+    return _bulk_operator_action(request, public_id, cancel_bulk_action, "cancelled")
+
+
+@require_POST
+@console_view(BULK_VIEW_PERMISSION)
+def bulk_rate(request, public_id):
+    """Change a pending, running or paused bulk's rate (audited); the runner follows within a second."""
+    bulk = get_object_or_404(BulkAction, public_id=public_id)
+    if not request.user.has_perm(permission_for(bulk.action)):
+        raise PermissionDenied(f"You may not {bulk.action} dead letters.")
+    detail_url = reverse("console:bulk-detail", args=[bulk.public_id])
+    try:
+        bulk = change_bulk_rate(
+            bulk_id=bulk.pk,
+            rate_per_second=request.POST.get("rate_per_second", ""),
+            actor=actor(request),
+            ip_address=client_ip(request),
+        )
+    except InvalidBulkRequest as exc:
+        return render_conflict(
+            request, title="Rate not changed", message=f"{exc}.", back_url=detail_url, status=400
+        )
+    except BulkStateConflict as exc:
+        messages.warning(request, f"Nothing done: {exc}.")
+    else:
+        messages.success(request, f"Bulk {bulk.action} now runs at {bulk.rate_per_second:g} per second.")
+    return redirect(detail_url)

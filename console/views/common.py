@@ -1,0 +1,61 @@
+"""Small pieces every console view uses: full page or htmx partial, query parameters, cursors."""
+
+import json
+from urllib.parse import urlencode
+
+from django.shortcuts import render
+
+from config.keyset import Cursor, InvalidCursor
+
+
+def wants_partial(request) -> bool:
+    """An htmx request that is not boosted gets the partial; anything else the full page."""
+    return bool(request.htmx) and not request.htmx.boosted
+
+
+def param(request, name: str, max_length: int) -> str:
+    """A query parameter, trimmed, without NUL (PostgreSQL refuses it), at most max_length long."""
+    return request.GET.get(name, "").replace("\x00", "").strip()[:max_length]
+
+
+def parse_cursor(request, notices: list[str]) -> Cursor | None:
+    raw = request.GET.get("cursor", "")
+    if not raw:
+        return None
+    try:
+        return Cursor.decode(raw)
+    except InvalidCursor:
+        notices.append("The page link was not valid (cursor ignored): showing the first page.")
+        return None
+
+
+def querystring(params: dict, **overrides) -> str:
+    merged = {k: v for k, v in params.items() if v not in (None, "")}
+    for key, value in overrides.items():
+        if value in (None, ""):
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return urlencode(merged)
+
+
+def pager_context(page, params: dict) -> dict:
+    """Links of a keyset-paged list that keep the list's own filters."""
+    return {
+        "next_querystring": querystring(params, cursor=page.next_cursor) if page.next_cursor else "",
+        "first_querystring": querystring(params),
+        "prev_querystring": querystring(params, cursor=page.prev_cursor) if page.has_prev else "",
+    }
+
+
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def actor(request) -> str:
+    return request.user.get_username()
+
+
+def render_conflict(request, *, title: str, message: str, status: int = 409, **context):
+    """The page that says why an action did nothing (409: someone got there first; 400: bad input)."""
+    return render(request, "console/conflict.html", {"title": title, "message": message, **context}, status=status)

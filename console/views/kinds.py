@@ -1,0 +1,80 @@
+"""Report kinds: their priority, concurrency cap and waiting tasks, and pausing or resuming one
+while a downstream system is down (audited)."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_view
+from console.views.common import actor
+from deadletters.audit import REASON_MAX, client_ip
+from deadletters.services.kind_pauses import pause_kind, resume_kind
+from reports.errors import InvalidParams
+from reports.kinds import KINDS
+from reports.models import ReportTask, TaskStatus
+from reports.pausing import KindNotPaused, paused_kinds
+
+
+@console_view(BATCH_VIEW_PERMISSION)
+def kind_list(request, *, error: str = "", status: int = 200):
+    paused = paused_kinds()
+    waiting = dict(
+        ReportTask.objects.filter(status__in=(TaskStatus.PENDING, TaskStatus.RETRYING))
+        .order_by()
+        .values_list("kind")
+        .annotate(n=Count("id"))
+        .values_list("kind", "n")
+    )
+    rows = [
+        {
+            "name": name,
+            "title": kind.title,
+            "priority": settings.REPORT_KIND_PRIORITIES.get(name, kind.default_priority),
+            "cap": settings.REPORT_KIND_CONCURRENCY.get(name),
+            "waiting": waiting.get(name, 0),
+            "paused": paused.get(name),
+        }
+        for name, kind in sorted(KINDS.items())
+    ]
+    return render(
+        request,
+        "console/kinds.html",
+        {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX, "error": error},
+        status=status,
+    )
+
+
+@require_POST
+@console_view(REPLAY_PERMISSION)
+def kind_pause(request, kind):
+    reason = request.POST.get("reason", "").strip()
+    if len(reason) > REASON_MAX:
+        return kind_list(request, error=f"The reason may have at most {REASON_MAX} characters.", status=400)
+    try:
+        row, created = pause_kind(
+            kind=kind, actor=actor(request), reason=reason, ip_address=client_ip(request)
+        )
+    except InvalidParams:
+        raise Http404("no such report kind") from None
+    if created:
+        messages.success(request, f"{kind} paused: its tasks wait (no attempts used) until you resume it.")
+    else:
+        messages.info(request, f"{kind} was already paused by {row.paused_by or 'someone'}.")
+    return redirect("console:kind-list")
+
+
+@require_POST
+@console_view(REPLAY_PERMISSION)
+def kind_resume(request, kind):
+    try:
+        waiting = resume_kind(kind=kind, actor=actor(request), ip_address=client_ip(request))
+    except InvalidParams:
+        raise Http404("no such report kind") from None
+    except KindNotPaused:
+        messages.info(request, f"{kind} is not paused (already resumed?).")
+        return redirect("console:kind-list")
+    messages.success(request, f"{kind} resumed; {waiting} waiting task(s) enqueued.")
+    return redirect("console:kind-list")

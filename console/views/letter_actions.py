@@ -1,0 +1,207 @@
+"""Actions on one dead letter: replay (plain, or with edited params), archive, discard, restore.
+
+Destructive actions follow django-rq's shape: GET shows a confirmation page (the DingTalk button
+opens the replay one), POST acts, then a message and a redirect. A GET never changes anything,
+and nothing here writes to the database itself: deadletters.services does.
+"""
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from console.access import ARCHIVE_PERMISSION, REPLAY_EDIT_PERMISSION, REPLAY_PERMISSION, console_view
+from console.forms import ReasonForm, ReplayEditForm
+from console.views.common import actor, pretty_json, render_conflict
+from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.models import DeadLetter
+from deadletters.selectors.letters import newer_dead_letters_of_task
+from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
+from deadletters.services.replay import replay_conflict_details, replay_dead_letter
+from deadletters.services.transitions import (
+    DeadLetterConflict,
+    archive_dead_letter,
+    discard_dead_letter,
+    restore_dead_letter,
+)
+from reports.errors import InvalidParams
+from reports.kinds import get_kind
+from reports.models import TaskStatus
+from reports.services import TaskNotReplayable
+
+
+def _detail_url(letter_id: int) -> str:
+    return reverse("console:deadletter-detail", args=[letter_id])
+
+
+def _replay_refused(request, letter: DeadLetter, exc: TaskNotReplayable):
+    details = replay_conflict_details(exc)
+    if exc.replayed_by and exc.replayed_by == actor(request) and request.method == "POST":
+        # The same operator's second submit (double click, browser retry): one replay happened.
+        messages.info(request, f"Dead letter {letter.pk}: {details['message']}")
+        return redirect(_detail_url(letter.pk))
+    # When the replay died again, the operator's next stop is the new dead letter, not this one.
+    died_again = newer_dead_letters_of_task(letter.task_id, after_id=letter.pk)
+    return render_conflict(
+        request,
+        title="Not replayed",
+        message=details["message"],
+        letter=letter,
+        task=details["task"],
+        died_again=died_again,
+    )
+
+
+def _is_replayable(letter: DeadLetter) -> bool:
+    return letter.status in REPLAYABLE_STATUSES and letter.task.status == TaskStatus.DEAD
+
+
+def _not_replayable_exc(letter: DeadLetter) -> TaskNotReplayable:
+    return TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
+
+
+def _edit_context(letter: DeadLetter, form) -> dict:
+    kind = get_kind(letter.kind)
+    return {
+        "letter": letter,
+        "form": form,
+        "params_json": pretty_json(letter.params),
+        "kind_params": kind.params if kind else (),
+        "kind_title": kind.title if kind else "",
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@console_view(REPLAY_PERMISSION)
+def replay(request, letter_id: int):
+    """GET: what will be replayed and a confirm button. POST: replay, then back to the letter."""
+    letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
+    if request.method == "GET" or not form.is_valid():
+        if not _is_replayable(letter):
+            return _replay_refused(request, letter, _not_replayable_exc(letter))
+        return render(
+            request,
+            "console/replay_confirm.html",
+            {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
+            status=400 if form.is_bound else 200,
+        )
+    try:
+        task = replay_dead_letter(
+            dead_letter_id=letter.pk,
+            actor=actor(request),
+            ip_address=client_ip(request),
+            reason=form.cleaned_data["reason"],
+        )
+    except DeadLetterNotFound:
+        raise Http404("No such dead letter") from None
+    except TaskNotReplayable as exc:
+        return _replay_refused(request, letter, exc)
+    except ReasonRequired:
+        form.add_error("reason", "Say why: a reason is required for every replay here.")
+        return render(
+            request,
+            "console/replay_confirm.html",
+            {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
+            status=400,
+        )
+    messages.success(request, f"Dead letter {letter.pk} replayed: task {task.public_id} is queued again.")
+    return redirect(_detail_url(letter.pk))
+
+
+@require_http_methods(["GET", "POST"])
+@console_view((REPLAY_PERMISSION, REPLAY_EDIT_PERMISSION))
+def replay_edit(request, letter_id: int):
+    """Replay with edited params, validated by the report kind; the audit entry keeps the diff."""
+    letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
+    if not _is_replayable(letter):
+        return _replay_refused(request, letter, _not_replayable_exc(letter))
+    if request.method == "GET":
+        initial = {"params": pretty_json(letter.params)}
+        return render(
+            request,
+            "console/replay_edit.html",
+            _edit_context(letter, ReplayEditForm(initial=initial)),
+        )
+    form = ReplayEditForm(request.POST)
+    if form.is_valid():
+        try:
+            task = replay_dead_letter(
+                dead_letter_id=letter.pk,
+                actor=actor(request),
+                ip_address=client_ip(request),
+                reason=form.cleaned_data["reason"],
+                params=form.cleaned_data["params"],
+            )
+        except DeadLetterNotFound:
+            raise Http404("No such dead letter") from None
+        except TaskNotReplayable as exc:
+            return _replay_refused(request, letter, exc)
+        except ReasonRequired:
+            form.add_error("reason", "Say why: a reason is required for every replay here.")
+        except InvalidParams as exc:
+            for field, message in getattr(exc, "errors", [(exc.field, exc.message)]):
+                form.add_error("params", f"{field}: {message}")
+        else:
+            messages.success(
+                request,
+                f"Dead letter {letter.pk} replayed with edited params: task {task.public_id} is queued again.",
+            )
+            return redirect(_detail_url(letter.pk))
+    # Refused input: the form again with every error, as a 400 (nothing was changed).
+    return render(request, "console/replay_edit.html", _edit_context(letter, form), status=400)
+
+
+def _state_change(request, letter_id: int, service, done: str):
+    letter = get_object_or_404(DeadLetter, pk=letter_id)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        return render_conflict(
+            request,
+            title=f"Not {done}",
+            message=f"The reason is too long (at most {REASON_MAX} characters).",
+            back_url=_detail_url(letter.pk),
+            status=400,
+        )
+    try:
+        service(
+            dead_letter_id=letter.pk,
+            actor=actor(request),
+            ip_address=client_ip(request),
+            reason=form.cleaned_data["reason"],
+        )
+    except DeadLetterNotFound:
+        raise Http404("No such dead letter") from None
+    except ReasonRequired:
+        return render_conflict(
+            request,
+            title=f"Not {done}",
+            message="A reason is required: type why in the field next to the button.",
+            back_url=_detail_url(letter.pk),
+            status=400,
+        )
+    except DeadLetterConflict as exc:
+        return render_conflict(
+            request, title=f"Not {done}", message=str(exc).capitalize() + ".", letter=exc.letter
+        )
+    messages.success(request, f"Dead letter {letter.pk} {done}.")
+    return redirect(_detail_url(letter.pk))
+
+
+@require_POST
+@console_view(ARCHIVE_PERMISSION)
+def archive(request, letter_id: int):
+    return _state_change(request, letter_id, archive_dead_letter, "archived")
+
+
+@require_POST
+@console_view(ARCHIVE_PERMISSION)
+def discard(request, letter_id: int):
+    return _state_change(request, letter_id, discard_dead_letter, "discarded")
+
+
+@require_POST
+@console_view(ARCHIVE_PERMISSION)
+def restore(request, letter_id: int):
+    return _state_change(request, letter_id, restore_dead_letter, "restored")

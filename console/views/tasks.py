@@ -1,0 +1,130 @@
+"""Report tasks: the filtered list, one task's attempts, letters and audit, its output download,
+and its live state (polled by the dead-letter and task pages while a replay runs)."""
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models.functions import Substr
+from django.http import FileResponse, Http404
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django_htmx.http import HttpResponseStopPolling
+
+from config.keyset import keyset_page
+from console.access import TASK_VIEW_PERMISSION, VIEW_PERMISSION, console_view
+from console.views.audit import decorate_audit
+from console.views.common import pager_context, param, parse_cursor, pretty_json, wants_partial
+from deadletters.selectors.audit import audit_for_task
+from deadletters.selectors.letters import newer_dead_letters_of_task
+from reports.models import ReportTask, TaskStatus
+from reports.selectors import task_attempts, task_by_public_id, task_kinds_seen, tasks_matching
+
+ACTIVE_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
+
+
+def task_state_context(task: ReportTask, *, after_letter_id: int | None) -> dict:
+    newer = newer_dead_letters_of_task(task.pk, after_id=after_letter_id) if after_letter_id else []
+    return {
+        "task": task,
+        "newer_letters": newer,
+        "after_letter_id": after_letter_id,
+        "polling": task.status in ACTIVE_TASK_STATUSES,
+    }
+
+
+@console_view(VIEW_PERMISSION)
+def task_state(request, public_id: uuid.UUID):
+    """The task's current state, polled every 2 s while it is pending/retrying/running."""
+    task = task_by_public_id(public_id)
+    if task is None:
+        raise Http404("No task with this id.")
+    after = request.GET.get("after", "")
+    after_id = int(after) if after.isdigit() and len(after) < 19 else None
+    context = task_state_context(task, after_letter_id=after_id)
+    if request.htmx and not context["polling"]:
+        # Terminal: htmx swaps this last state in and stops the `every 2s` trigger (status 286).
+        return HttpResponseStopPolling(
+            render_to_string("console/_task_state.html", context, request=request)
+        )
+    return render(request, "console/_task_state.html", context)
+
+
+@console_view(TASK_VIEW_PERMISSION)
+def task_list(request):
+    notices: list[str] = []
+    status = param(request, "status", 40)
+    if status and status not in TaskStatus.values:
+        notices.append(f"Unknown status {status[:40]!r}: filter ignored.")
+        status = ""
+    kind = param(request, "kind", 64)
+    batch_raw = param(request, "batch", 100)
+    batch = None
+    if batch_raw:
+        try:
+            batch = uuid.UUID(batch_raw)
+        except ValueError:
+            notices.append(f"{batch_raw[:50]!r} is not a batch id: filter ignored.")
+    cursor = parse_cursor(request, notices)
+    # The list shows the head of each dead or retrying task's last error (the full text is on its page).
+    qs = tasks_matching(status=status, kind=kind, batch_public_id=batch).annotate(
+        error_head=Substr("last_error", 1, 300)
+    )
+    page = keyset_page(qs, cursor=cursor, size=settings.CONSOLE_PAGE_SIZE)
+    params = {"status": status, "kind": kind, "batch": str(batch) if batch else ""}
+    context = {
+        "page": page,
+        "status": status,
+        "kind": kind,
+        "batch": batch,
+        "statuses": TaskStatus.values,
+        "kinds": task_kinds_seen(),
+        "notices": notices,
+        **pager_context(page, params),
+        "is_filtered": bool(status or kind or batch),
+    }
+    if wants_partial(request):
+        return render(request, "console/_task_rows.html", context)
+    return render(request, "console/task_list.html", context)
+
+
+@console_view(TASK_VIEW_PERMISSION)
+def task_detail(request, public_id: uuid.UUID):
+    task = task_by_public_id(public_id)
+    if task is None:
+        raise Http404("No task with this id.")
+    letters = list(task.dead_letters.defer("traceback", "params").order_by("-created_at", "-id")[:50])
+    context = {
+        "task": task,
+        "params_json": pretty_json(task.params),
+        "attempts": task_attempts(task),
+        "letters": letters,
+        "audit": decorate_audit(audit_for_task(task)),
+        **task_state_context(task, after_letter_id=None),
+    }
+    return render(request, "console/task_detail.html", context)
+
+
+def _output_path(task: ReportTask) -> Path | None:
+    """The task's output file inside MEDIA_ROOT, or None (missing, or a path that leaves MEDIA_ROOT)."""
+    if not task.output_file or "\x00" in task.output_file:
+        return None
+    root = Path(settings.MEDIA_ROOT).resolve()
+    try:
+        path = (root / task.output_file).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not path.is_relative_to(root) or path == root or not path.is_file():
+        return None
+    return path
+
+
+@console_view(TASK_VIEW_PERMISSION)
+def task_output(request, public_id: uuid.UUID):
+    task = task_by_public_id(public_id)
+    if task is None or task.status != TaskStatus.DONE:
+        raise Http404("This task has no output.")
+    path = _output_path(task)
+    if path is None:
+        raise Http404("The output file is missing.")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)

@@ -1,0 +1,80 @@
+"""The alert outbox: an Alert row is written inside the transaction of the event it reports
+(a task's death, a batch that finished with dead tasks), and a send pass is kicked once that
+transaction commits. Delivery is deadletters.alerts.sender."""
+
+import logging
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from deadletters.alerts import messages
+from deadletters.models import Alert, AlertCategory, AlertStatus
+from reports import queueing
+
+logger = logging.getLogger("deadletters.alerts")
+
+KICK_KEY = "alerts:sender:kick"
+KICK_TTL_SECONDS = 30
+JOB_FUNC = "deadletters.alerts.jobs.send_alerts_job"
+
+
+def enqueue_dead_letter_alert(*, dead_letter) -> Alert:
+    """Write the outbox row beside the dead letter; the sender is kicked once the death commits."""
+    configured = bool(settings.DINGTALK_WEBHOOK)
+    alert = Alert.objects.create(
+        category=AlertCategory.DEAD_LETTER,
+        dead_letter=dead_letter,
+        fingerprint=dead_letter.fingerprint,
+        payload=messages.dead_letter_payload(dead_letter),
+        status=AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
+    )
+    if configured:
+        transaction.on_commit(kick_sender, robust=True)
+    return alert
+
+
+def enqueue_batch_summary_alert(
+    *, batch, total: int, done: int, dead: int, finished_at: datetime | None = None
+) -> Alert:
+    """A batch finished: one alert linking to the console list filtered by the batch."""
+    configured = bool(settings.DINGTALK_WEBHOOK)
+    batch_id = str(batch.public_id)
+    finished_at = finished_at or batch.finished_at
+    alert = Alert.objects.create(
+        category=AlertCategory.BATCH_SUMMARY,
+        batch=batch,
+        fingerprint=f"batch:{uuid.UUID(batch_id).hex}",
+        payload={
+            "batch_id": batch_id,
+            "name": batch.name,
+            "total": total,
+            "done": done,
+            "dead": dead,
+            "finished_at": finished_at.isoformat() if finished_at else None,
+        },
+        status=AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
+    )
+    if configured:
+        transaction.on_commit(kick_sender, robust=True)
+    return alert
+
+
+def kick_sender() -> str | None:
+    """Enqueue one send pass on the `high` queue. Kicks within KICK_TTL_SECONDS of a queued pass
+    are one SET NX each (cheap); the job deletes the key when it starts, so an alert committed
+    during a pass gets a pass of its own. `send_alerts --loop` is the backstop for lost jobs."""
+    conn = queueing.redis_connection()
+    if not conn.set(KICK_KEY, "1", nx=True, ex=KICK_TTL_SECONDS):
+        return None
+    job_id = f"alerts-send-{uuid.uuid4().hex[:16]}"
+    queueing.get_queue("high").enqueue_call(
+        JOB_FUNC,
+        job_id=job_id,
+        timeout=int(settings.DINGTALK_TIMEOUT * settings.DINGTALK_RATE_PER_MINUTE * 2 + 60),
+        result_ttl=60,
+        failure_ttl=settings.RQ_FAILURE_TTL,
+        description="send pending DingTalk alerts",
+    )
+    return job_id

@@ -1,0 +1,136 @@
+"""What a bulk action touches: the operator's ticked ids, or "everything matching this filter"
+snapshotted at the highest dead-letter id seen, so letters that die later are never included.
+Also the dry-run preview (count and a sample)."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Max, QuerySet
+from django.http import QueryDict
+
+from config.keyset import MAX_DB_ID
+from deadletters.filters import (
+    DeadLetterFilters,
+    InvalidFilter,
+    filtered_dead_letters,
+    parse_dead_letter_filters,
+)
+from deadletters.models import BulkAction, BulkActionKind, DeadLetter
+from deadletters.services.letters import REPLAYABLE_STATUSES
+from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
+
+SCOPE_SELECTED = "selected"
+SCOPE_FILTER = "filter"
+SCOPES = (SCOPE_SELECTED, SCOPE_FILTER)
+SAMPLE_SIZE = 10
+# Which letters each action can touch: the preview counts and the runner walks these.
+ELIGIBLE_STATUSES = {
+    "replay": REPLAYABLE_STATUSES,
+    "archive": ARCHIVABLE_STATUSES,
+    "discard": DISCARDABLE_STATUSES,
+    "restore": RESTORABLE_STATUSES,
+}
+
+
+class InvalidBulkRequest(ValueError):
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a bulk action touches, as stored in BulkAction.filters / selected_ids."""
+
+    action: str
+    scope: str
+    ids: tuple[int, ...] = ()
+    filters: DeadLetterFilters | None = None
+    max_id: int = 0
+
+    def queryset(self) -> QuerySet:
+        """The letters this selection can still act on, unordered."""
+        if self.scope == SCOPE_SELECTED:
+            # Small by construction (BULK_SELECTION_MAX); the runner walks `ids` itself.
+            qs = DeadLetter.objects.filter(pk__in=self.ids)
+        else:
+            qs = filtered_dead_letters(self.filters).filter(pk__lte=self.max_id)
+        return qs.filter(status__in=ELIGIBLE_STATUSES[self.action])
+
+    def as_filters_json(self) -> dict:
+        data = {"scope": self.scope, "max_id": self.max_id}
+        if self.filters is not None:
+            data["filter"] = self.filters.as_json()
+        return data
+
+
+def build_selection(
+    *, action: object, scope: object, ids: list | tuple = (), filter_qs: object = "", max_id: object = None
+) -> Selection:
+    """Validate what the list form posted. Raises InvalidBulkRequest naming the field."""
+    if action not in BulkActionKind.values:
+        raise InvalidBulkRequest("action", f"must be one of {', '.join(BulkActionKind.values)}")
+    if scope not in SCOPES:
+        raise InvalidBulkRequest("scope", f"must be one of {', '.join(SCOPES)}")
+    current_max = DeadLetter.objects.aggregate(m=Max("pk"))["m"] or 0
+    cap = current_max
+    if max_id not in (None, ""):
+        # The preview's snapshot: start acts on what the operator saw, never on later deaths.
+        cap = min(_positive_id(max_id, "max_id", "must be a dead-letter id"), current_max)
+    if scope == SCOPE_SELECTED:
+        parsed = sorted({_positive_id(i, "ids", "must be dead-letter ids") for i in ids})
+        if not parsed:
+            raise InvalidBulkRequest("ids", "select at least one dead letter")
+        if len(parsed) > settings.BULK_SELECTION_MAX:
+            raise InvalidBulkRequest(
+                "ids", f"at most {settings.BULK_SELECTION_MAX} at once; use 'everything matching the filter'"
+            )
+        return Selection(action=action, scope=scope, ids=tuple(parsed), max_id=cap)
+    if not isinstance(filter_qs, str):
+        raise InvalidBulkRequest("filter_qs", "must be a query string")
+    try:
+        filters = parse_dead_letter_filters(QueryDict(filter_qs.lstrip("?")))
+    except InvalidFilter as exc:
+        raise InvalidBulkRequest("filter_qs", str(exc)) from None
+    return Selection(action=action, scope=scope, filters=filters, max_id=cap)
+
+
+def _positive_id(value: object, field: str, message: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise InvalidBulkRequest(field, message) from None
+    if not 0 <= number <= MAX_DB_ID or (field == "ids" and number == 0):
+        raise InvalidBulkRequest(field, message)
+    return number
+
+
+def selection_of(bulk: BulkAction) -> Selection:
+    stored = bulk.filters or {}
+    if stored.get("scope") == SCOPE_SELECTED:
+        return Selection(
+            action=bulk.action,
+            scope=SCOPE_SELECTED,
+            ids=tuple(bulk.selected_ids or ()),
+            max_id=int(stored.get("max_id") or 0),
+        )
+    return Selection(
+        action=bulk.action,
+        scope=SCOPE_FILTER,
+        filters=parse_dead_letter_filters(stored.get("filter") or {}),
+        max_id=int(stored.get("max_id") or 0),
+    )
+
+
+@dataclass(frozen=True)
+class BulkPreview:
+    selection: Selection
+    count: int
+    sample: list[DeadLetter]
+
+
+def preview_bulk_action(*, selection: Selection) -> BulkPreview:
+    """Dry run: how many letters the action would touch now, and the first SAMPLE_SIZE of them."""
+    qs = selection.queryset()
+    sample = list(qs.select_related("task").order_by("pk")[:SAMPLE_SIZE])
+    return BulkPreview(selection=selection, count=qs.count(), sample=sample)

@@ -1,0 +1,102 @@
+"""Watching what a bulk replay led to: of the tasks it replayed, how many finished and how many
+died again; too many deaths pause the bulk, so a replay of 50,000 does not burn through a cause
+that is not fixed yet."""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from deadletters.audit import record_audit
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, DeadLetter
+from reports.models import ReportTask, TaskStatus
+
+logger = logging.getLogger("deadletters.bulk")
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    replayed: int
+    finished: int
+    died_again: int
+
+    @property
+    def ratio(self) -> float:
+        return self.died_again / self.finished if self.finished else 0.0
+
+
+def replay_outcome(bulk: BulkAction, *, since: datetime | None = None) -> ReplayOutcome:
+    """Of the tasks this bulk replayed (since `since`), how many finished and how many are dead again."""
+    letters = DeadLetter.objects.filter(replayed_in=bulk)
+    if since is not None:
+        letters = letters.filter(replayed_at__gte=since)
+    counts = ReportTask.objects.filter(pk__in=letters.values("task_id")).aggregate(
+        replayed=Count("pk"),
+        finished=Count("pk", filter=Q(status__in=(TaskStatus.DONE, TaskStatus.DEAD))),
+        dead=Count("pk", filter=Q(status=TaskStatus.DEAD)),
+    )
+    return ReplayOutcome(replayed=counts["replayed"], finished=counts["finished"], died_again=counts["dead"])
+
+
+def _watch_since(bulk: BulkAction) -> datetime | None:
+    raw = (bulk.filters or {}).get("watch_since")
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def pause_if_replays_die_again(bulk: BulkAction) -> bool:
+    """Pause the bulk (running -> paused) when too many of its replays died again. True if paused."""
+    if bulk.action != BulkActionKind.REPLAY or bulk.pause_threshold <= 0:
+        return False
+    outcome = replay_outcome(bulk, since=_watch_since(bulk))
+    if outcome.finished < settings.BULK_REPLAY_PAUSE_MIN_SAMPLE or outcome.ratio <= bulk.pause_threshold:
+        return False
+    reason = (
+        f"Paused automatically: {outcome.died_again} of {outcome.finished} replayed tasks that finished "
+        f"died again ({outcome.ratio:.0%}, threshold {bulk.pause_threshold:.0%}). Fix the cause, then "
+        "resume, or cancel."
+    )
+    with transaction.atomic():
+        paused = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING).update(
+            status=BulkActionStatus.PAUSED, paused_reason=reason, updated_at=timezone.now()
+        )
+        if paused:
+            record_audit(
+                action="bulk_pause",
+                actor="",
+                source="system",
+                ip_address=None,
+                item_count=max(bulk.total - bulk.processed, 0),
+                reason=reason,
+                details={
+                    "bulk": str(bulk.public_id),
+                    "automatic": True,
+                    "finished": outcome.finished,
+                    "died_again": outcome.died_again,
+                },
+            )
+    if paused:
+        logger.warning("bulk %s paused: %s", bulk.public_id, reason)
+    return bool(paused)
+
+
+def died_again_letters(bulk: BulkAction):
+    """The dead letters born after this bulk replayed their tasks: what the operator looks at next."""
+    replayed_tasks = DeadLetter.objects.filter(replayed_in=bulk).values("task_id")
+    return DeadLetter.objects.filter(task_id__in=replayed_tasks, created_at__gte=bulk.created_at).exclude(
+        replayed_in=bulk
+    )
+
+
+def died_again_causes(bulk: BulkAction, *, limit: int = 10) -> list[dict]:
+    """Those letters grouped by cause, biggest first: fingerprint, error_type, count, newest id."""
+    return list(
+        died_again_letters(bulk)
+        .order_by()
+        .values("fingerprint", "error_type")
+        .annotate(count=Count("pk"), newest=Max("pk"))
+        .order_by("-count", "-newest")[:limit]
+    )

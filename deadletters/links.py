@@ -1,0 +1,31 @@
+"""Absolute links into the console (CONSOLE_BASE_URL + path), for the places that leave the
+site: DingTalk alerts and the JSON API. Pages are addressed by path, not reverse(): a sender
+process need not load the console's URLconf, and a link is stable across its refactors."""
+
+from urllib.parse import quote
+
+from django.conf import settings
+
+
+def _base() -> str:
+    return settings.CONSOLE_BASE_URL.rstrip("/")
+
+
+def dead_letter_url(dead_letter_id: int) -> str:
+    return f"{_base()}/console/dead-letters/{dead_letter_id}/"
+
+
+def replay_confirm_url(dead_letter_id: int) -> str:
+    return f"{_base()}/console/dead-letters/{dead_letter_id}/replay/"
+
+
+def dead_letter_list_url() -> str:
+    return f"{_base()}/console/dead-letters/"
+
+
+def fingerprint_url(fingerprint: str) -> str:
+    return f"{dead_letter_list_url()}?fingerprint={quote(fingerprint, safe='')}"
+
+
+def batch_url(batch_public_id) -> str:
+    return f"{dead_letter_list_url()}?batch={quote(str(batch_public_id), safe='')}"

@@ -1,0 +1,23 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from deadletters.services.kind_pauses import resume_kind
+from reports.errors import InvalidParams
+from reports.pausing import KindNotPaused
+
+
+class Command(BaseCommand):
+    help = "Resume a paused report kind and enqueue its waiting tasks now."
+
+    def add_arguments(self, parser):
+        parser.add_argument("kind")
+        parser.add_argument("--actor", default="manage.py", help="who resumes (default %(default)s)")
+
+    def handle(self, *args, kind, actor, verbosity, **options):
+        try:
+            waiting = resume_kind(kind=kind, actor=actor, source="cli")
+        except InvalidParams as exc:
+            raise CommandError(str(exc)) from None
+        except KindNotPaused:
+            raise CommandError(f"{kind} is not paused") from None
+        if verbosity >= 1:
+            self.stdout.write(f"{kind} resumed; {waiting} waiting task(s) enqueued")

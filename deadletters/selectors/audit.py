@@ -1,0 +1,43 @@
+"""Read-side queries about the audit log."""
+
+from django.conf import settings
+from django.db.models import Q
+
+from config.keyset import Cursor, KeysetPage, keyset_page
+from deadletters.models import AuditEntry, DeadLetter
+
+
+def audit_for_dead_letter(letter: DeadLetter, *, limit: int = 100) -> list[AuditEntry]:
+    return list(
+        AuditEntry.objects.filter(Q(dead_letter=letter) | Q(task_id=letter.task_id)).order_by(
+            "-created_at", "-id"
+        )[:limit]
+    )
+
+
+def audit_for_task(task, *, limit: int = 100) -> list[AuditEntry]:
+    return list(AuditEntry.objects.filter(task=task).order_by("-created_at", "-id")[:limit])
+
+
+def audit_page(*, actor: str = "", action: str = "", cursor: Cursor | None = None) -> KeysetPage:
+    qs = AuditEntry.objects.select_related("task", "dead_letter").defer(
+        "task__params",
+        "task__last_error",
+        "dead_letter__traceback",
+        "dead_letter__params",
+        "dead_letter__error_message",
+    )
+    if actor:
+        qs = qs.filter(actor=actor)
+    if action:
+        qs = qs.filter(action=action)
+    return keyset_page(qs, cursor=cursor, size=settings.CONSOLE_PAGE_SIZE)
+
+
+def audit_choices() -> dict:
+    return {
+        "actions": list(
+            AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()[:100]
+        ),
+        "actors": list(AuditEntry.objects.order_by("actor").values_list("actor", flat=True).distinct()[:200]),
+    }

@@ -1,0 +1,212 @@
+"""Read-side queries about dead letters (console and API call these; nothing here writes).
+
+Lists are keyset-paginated on (created_at, id) by config.keyset; counts are capped."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Max, Min
+from django.db.models.functions import Length, Substr
+from django.utils import timezone
+
+from config.keyset import MAX_DB_ID, Cursor, KeysetPage, after, capped_count, keyset_page
+from deadletters.filters import (
+    DeadLetterFilters,
+    filtered_dead_letters,
+    fingerprint_condition,
+    search_condition,
+)
+from deadletters.models import Alert, DeadLetter, DeadLetterStatus
+from reports.kinds import KINDS
+
+SAMPLE_MESSAGE_CHARS = 300
+ERROR_MESSAGE_PREVIEW = 300
+
+
+def dead_letter_page(filters: DeadLetterFilters, *, cursor: Cursor | None) -> KeysetPage:
+    qs = (
+        filtered_dead_letters(filters)
+        .select_related("task", "task__batch")
+        .defer("traceback", "params", "task__params", "task__last_error")
+        .annotate(message_head=Substr("error_message", 1, SAMPLE_MESSAGE_CHARS))
+        .defer("error_message")
+    )
+    return keyset_page(
+        qs, cursor=cursor, newest_first=filters.sort != "oldest", size=settings.CONSOLE_PAGE_SIZE
+    )
+
+
+def newer_dead_letter_count(filters: DeadLetterFilters, *, cursor: Cursor) -> tuple[int, bool]:
+    """How many letters matching `filters` arrived after `cursor` (the newest row on screen)."""
+    qs = filtered_dead_letters(filters).filter(after(cursor, forward=True))
+    return capped_count(qs)
+
+
+def dead_letter_count(filters: DeadLetterFilters) -> tuple[int, bool]:
+    return capped_count(filtered_dead_letters(filters))
+
+
+def filter_choices() -> dict:
+    """Values the filter selects offer: kinds and error types seen among dead letters."""
+    # DISTINCT over the whole table is a full scan at a million rows: computed once in a
+    # while, not on every list page.
+    return cache.get_or_set(
+        "console:filter-choices", _filter_choices, settings.CONSOLE_FILTER_CHOICES_CACHE_SECONDS
+    )
+
+
+def _filter_choices() -> dict:
+    kinds = sorted(
+        set(KINDS) | set(DeadLetter.objects.order_by("kind").values_list("kind", flat=True).distinct()[:200])
+    )
+    error_types = list(
+        DeadLetter.objects.order_by("error_type").values_list("error_type", flat=True).distinct()[:200]
+    )
+    return {"kinds": kinds, "error_types": error_types, "statuses": [*DeadLetterStatus.values, "all"]}
+
+
+@dataclass
+class FingerprintGroup:
+    fingerprint: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    error_type: str = ""
+    sample_message: str = ""
+    sample_id: int | None = None
+    kinds: list[str] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def fingerprint_groups(filters: DeadLetterFilters, *, limit: int = 200) -> list[FingerprintGroup]:
+    """Dead letters matching `filters`, grouped by cause, biggest group first (GROUP BY in the DB)."""
+    rows = list(
+        filtered_dead_letters(filters)
+        .order_by()
+        .values("fingerprint")
+        .annotate(
+            n=Count("id"), first_seen=Min("created_at"), last_seen=Max("created_at"), latest_id=Max("id")
+        )
+        .order_by("-n", "-last_seen")[:limit]
+    )
+    if not rows:
+        return []
+    samples = {
+        s["id"]: s
+        for s in DeadLetter.objects.filter(pk__in=[r["latest_id"] for r in rows])
+        .annotate(message_head=Substr("error_message", 1, SAMPLE_MESSAGE_CHARS))
+        .values("id", "error_type", "message_head")
+    }
+    fingerprints = [r["fingerprint"] for r in rows]
+    kinds: dict[str, list[str]] = {}
+    for fp, kind in (
+        filtered_dead_letters(filters)
+        .filter(fingerprint__in=fingerprints)
+        .order_by("fingerprint", "kind")
+        .values_list("fingerprint", "kind")
+        .distinct()
+    ):
+        kinds.setdefault(fp, []).append(kind)
+    groups = []
+    for r in rows:
+        sample = samples.get(r["latest_id"], {})
+        groups.append(
+            FingerprintGroup(
+                fingerprint=r["fingerprint"],
+                count=r["n"],
+                first_seen=r["first_seen"],
+                last_seen=r["last_seen"],
+                error_type=sample.get("error_type", ""),
+                sample_message=sample.get("message_head", ""),
+                sample_id=r["latest_id"],
+                kinds=kinds.get(r["fingerprint"], []),
+            )
+        )
+    return groups
+
+
+def dead_letter_for_detail(letter_id: int) -> DeadLetter | None:
+    """The letter with its traceback cut to TRACEBACK_DISPLAY_CHARS in the DB (a 10 MB one stays there)."""
+    if letter_id > MAX_DB_ID:
+        return None
+    return (
+        DeadLetter.objects.select_related("task", "task__batch", "replayed_in")
+        .defer("traceback")
+        .annotate(
+            traceback_head=Substr("traceback", 1, settings.CONSOLE_TRACEBACK_DISPLAY_CHARS),
+            traceback_length=Length("traceback"),
+        )
+        .filter(pk=letter_id)
+        .first()
+    )
+
+
+def dead_letter_by_id(letter_id: int) -> DeadLetter | None:
+    if letter_id > MAX_DB_ID:
+        return None
+    return DeadLetter.objects.filter(pk=letter_id).first()
+
+
+def related_dead_letters(letter: DeadLetter, *, limit: int = 5) -> tuple[list[DeadLetter], int, bool]:
+    """Other dead letters of the same cause: a few newest, and a capped count of all of them."""
+    qs = DeadLetter.objects.filter(fingerprint=letter.fingerprint).exclude(pk=letter.pk)
+    items = list(
+        qs.select_related("task")
+        .only("id", "status", "created_at", "kind", "task__public_id")
+        .order_by("-created_at", "-id")[:limit]
+    )
+    count, capped = capped_count(qs)
+    return items, count, capped
+
+
+def newer_dead_letters_of_task(task_id: int, *, after_id: int) -> list[DeadLetter]:
+    return list(
+        DeadLetter.objects.filter(task_id=task_id, pk__gt=after_id)
+        .only("id", "created_at", "error_type", "status")
+        .order_by("-id")[:5]
+    )
+
+
+def alerts_for_dead_letter(letter: DeadLetter) -> list[Alert]:
+    return list(letter.alerts.select_related("message").order_by("-created_at", "-id")[:50])
+
+
+# --- the API's list: open, not yet expired, newest first ------------------------------
+
+
+def open_dead_letters_page(
+    *,
+    kind: str | None = None,
+    fingerprint: str | None = None,
+    q: str = "",
+    cursor: Cursor | None = None,
+    limit: int = 50,
+) -> KeysetPage:
+    """The API's list; `fingerprint` (or its start) and the search `q` work as the console's."""
+    qs = DeadLetter.objects.filter(status=DeadLetterStatus.OPEN, expire_at__gt=timezone.now())
+    if kind:
+        qs = qs.filter(kind=kind)
+    if fingerprint:
+        qs = qs.filter(fingerprint_condition(fingerprint))
+    if q:
+        qs = qs.filter(search_condition(q))
+    qs = qs.select_related("task").only(
+        "id",
+        "task__public_id",
+        "kind",
+        "error_type",
+        "error_message",
+        "attempts",
+        "fingerprint",
+        "created_at",
+        "expire_at",
+    )
+    return keyset_page(qs, cursor=cursor, size=limit, with_prev=False)
+
+
+def message_preview(message: str) -> str:
+    """The first line of an error message, at most ERROR_MESSAGE_PREVIEW characters."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return first if len(first) <= ERROR_MESSAGE_PREVIEW else first[: ERROR_MESSAGE_PREVIEW - 1] + "…"

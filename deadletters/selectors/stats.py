@@ -1,0 +1,67 @@
+"""Counts and trends of dead letters: by status, deaths per hour, the biggest open causes."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Count
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from config.keyset import capped_count
+from deadletters.filters import DeadLetterFilters
+from deadletters.models import DeadLetter, DeadLetterStatus
+from deadletters.selectors.letters import FingerprintGroup, fingerprint_groups
+
+
+def dead_letter_status_counts() -> dict[str, int]:
+    counts = {status: 0 for status in DeadLetterStatus.values}
+    for row in DeadLetter.objects.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def open_letters_overview(*, now: datetime | None = None) -> dict:
+    """The oldest open dead letter and how many open ones the archiver takes within 24 h."""
+    now = now or timezone.now()
+    open_letters = DeadLetter.objects.filter(status=DeadLetterStatus.OPEN)
+    oldest = open_letters.order_by("created_at", "id").values("id", "created_at").first()
+    expiring, expiring_capped = capped_count(open_letters.filter(expire_at__lte=now + timedelta(hours=24)))
+    return {"oldest": oldest, "expiring_24h": expiring, "expiring_capped": expiring_capped}
+
+
+@dataclass
+class Bucket:
+    start: datetime
+    count: int
+
+
+def deaths_per_hour(*, hours: int, now: datetime | None = None) -> list[Bucket]:
+    """Dead letters created per hour over the last `hours` hours, oldest first, empty hours as 0.
+
+    GROUP BY TruncHour in the database; only one row per non-empty hour comes back.
+    """
+    now = now or timezone.now()
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(hours=hours)
+    rows = (
+        DeadLetter.objects.filter(created_at__gte=start, created_at__lt=end)
+        .annotate(hour=TruncHour("created_at", tzinfo=UTC))
+        .order_by()
+        .values("hour")
+        .annotate(n=Count("id"))
+    )
+    by_hour = {}
+    for row in rows:
+        hour = row["hour"]
+        if timezone.is_naive(hour):
+            hour = timezone.make_aware(hour, UTC)
+        by_hour[hour.astimezone(UTC)] = row["n"]
+    start_utc = start.astimezone(UTC)
+    return [
+        Bucket(start=start_utc + timedelta(hours=i), count=by_hour.get(start_utc + timedelta(hours=i), 0))
+        for i in range(hours)
+    ]
+
+
+def top_fingerprints(*, limit: int = 8) -> list[FingerprintGroup]:
+    return fingerprint_groups(DeadLetterFilters(status=DeadLetterStatus.OPEN), limit=limit)

@@ -1,1 +1,0 @@
-"""The JSON API under /report/: the original report scheduler's contract (see openapi.py)."""

@@ -1,0 +1,117 @@
+"""The hot path's two transitions as lean statements, for databases that can UPDATE ... RETURNING
+(PostgreSQL, SQLite 3.35+): the claim reads what the worker needs from the row it changes, and
+on PostgreSQL the claim and the completion are one statement (one round trip) each.
+
+The rules are the ORM path's (reports/services/attempts.py): the claim is the compare-and-set
+`pending|retrying, attempt = n-1, kind not paused -> running, attempt = n`; the completion is
+`running, attempt = n -> done`. Only the number of statements differs."""
+
+import json
+import uuid
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
+
+TASK = ReportTask._meta.db_table
+ATTEMPT = TaskAttempt._meta.db_table
+PAUSED = PausedKind._meta.db_table
+_RETURNED = ("kind", "params", "public_id", "priority", "timeout_seconds", "max_attempts", "attempts_before_run")
+
+_CLAIM = f"""UPDATE {TASK} SET status = %s, attempt = %s, started_at = %s, finished_at = NULL,
+    next_retry_at = NULL, lease_expires_at = %s, updated_at = %s
+    WHERE id = %s AND status IN (%s, %s) AND attempt = %s
+    AND NOT EXISTS (SELECT 1 FROM {PAUSED} WHERE {PAUSED}.kind = {TASK}.kind)"""
+_INSERT_ATTEMPT = f"""INSERT INTO {ATTEMPT}
+    (task_id, number, worker, started_at, outcome, error_type, error_message, traceback)"""
+# A lost claim (the server crashed before flushing it) leaves the task claimable and makes the
+# outcome of the attempt fenced, so the claim alone skips the wait for the WAL flush.
+_CLAIM_PG = f"""WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
+    claimed AS ({_CLAIM} RETURNING id, {", ".join(_RETURNED)}),
+    attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)
+    SELECT {", ".join(_RETURNED)} FROM claimed, durability"""
+
+_DONE = f"""UPDATE {TASK} SET status = %s, output_file = %s, finished_at = %s, lease_expires_at = NULL,
+    last_error = '', updated_at = %s WHERE id = %s AND status = %s AND attempt = %s"""
+_CLOSE = f"""UPDATE {ATTEMPT} SET outcome = %s, finished_at = %s, duration_seconds = %s
+    WHERE task_id = %s AND number = %s AND outcome = %s"""
+_COMPLETE_PG = f"""WITH done AS ({_DONE} RETURNING id),
+    closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")})
+    SELECT count(*) FROM done"""
+
+
+def available() -> bool:
+    """UPDATE ... RETURNING: PostgreSQL, and SQLite from 3.35 (MariaDB has no UPDATE RETURNING)."""
+    return connection.vendor in ("postgresql", "sqlite") and connection.features.can_return_columns_from_insert
+
+
+def _db_time(value: datetime):
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def claim(
+    *, task_id: int, attempt: int, worker: str, now: datetime, lease_until: datetime, in_transaction: bool
+) -> ReportTask | None:
+    """The claim's UPDATE (and, unless `in_transaction`, the attempt row). None: no row matched."""
+    started, lease = _db_time(now), _db_time(lease_until)
+    claim_params = [
+        TaskStatus.RUNNING, attempt, started, lease, started,
+        task_id, TaskStatus.PENDING, TaskStatus.RETRYING, attempt - 1,
+    ]  # fmt: skip
+    attempt_params = [attempt, worker[:200], started, AttemptOutcome.RUNNING]
+    with connection.cursor() as cursor:
+        if in_transaction:  # the caller inserts the attempt row once it holds a concurrency slot
+            cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
+            row = cursor.fetchone()
+        elif connection.vendor == "postgresql":
+            cursor.execute(_CLAIM_PG, claim_params + attempt_params)
+            row = cursor.fetchone()
+        else:
+            with transaction.atomic():
+                cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
+                row = cursor.fetchone()
+                if row is not None:
+                    insert_attempt(cursor, task_id=task_id, attempt_params=attempt_params)
+    if row is None:
+        return None
+    kind, params, public_id, priority, timeout, max_attempts, before_run = row
+    return ReportTask(
+        id=task_id,
+        kind=kind,
+        params=json.loads(params) if isinstance(params, str | bytes) else params,
+        public_id=public_id if isinstance(public_id, uuid.UUID) else uuid.UUID(public_id),
+        priority=priority,
+        timeout_seconds=timeout,
+        max_attempts=max_attempts,
+        attempts_before_run=before_run,
+        status=TaskStatus.RUNNING,
+        attempt=attempt,
+        started_at=now,
+        lease_expires_at=lease_until,
+        updated_at=now,
+    )
+
+
+def insert_attempt(cursor, *, task_id: int, attempt_params: list) -> None:
+    cursor.execute(f"{_INSERT_ATTEMPT} VALUES (%s, %s, %s, %s, %s, '', '', '')", [task_id, *attempt_params])
+
+
+def attempt_params(*, attempt: int, worker: str, now: datetime) -> list:
+    return [attempt, worker[:200], _db_time(now), AttemptOutcome.RUNNING]
+
+
+def complete(*, task_id: int, attempt: int, output_file: str, now: datetime, duration: float | None) -> bool:
+    ended = _db_time(now)
+    done_params = [TaskStatus.DONE, output_file, ended, ended, task_id, TaskStatus.RUNNING, attempt]
+    close_params = [AttemptOutcome.SUCCEEDED, ended, duration]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_COMPLETE_PG, done_params + close_params + [attempt, AttemptOutcome.RUNNING])
+            return bool(cursor.fetchone()[0])
+        with transaction.atomic():
+            cursor.execute(_DONE, done_params)
+            if cursor.rowcount != 1:
+                return False
+            cursor.execute(_CLOSE, close_params + [task_id, attempt, AttemptOutcome.RUNNING])
+    return True

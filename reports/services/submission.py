@@ -1,0 +1,107 @@
+"""Submitting a report task: validate, insert, enqueue once the row is committed."""
+
+import json
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from reports import queueing
+from reports.errors import InvalidParams
+from reports.kinds import KINDS, get_kind
+from reports.models import Priority, ReportTask
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_KEY_MAX = 200
+
+
+class IdempotencyConflict(Exception):
+    """The key was used before for a different kind or different params."""
+
+    def __init__(self, task: ReportTask):
+        super().__init__(f"idempotency key already used for task {task.public_id} with other params")
+        self.task = task
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    task: ReportTask
+    created: bool
+
+
+def validate_submission(*, kind: object, params: object, priority: object = None) -> tuple[str, dict, str]:
+    """Check kind, params and priority; return them cleaned or raise InvalidParams naming the field."""
+    if not isinstance(kind, str) or not kind:
+        raise InvalidParams("kind", "is required")
+    report_kind = get_kind(kind)
+    if report_kind is None:
+        raise InvalidParams("kind", f"unknown report kind {kind[:64]!r}; known: {', '.join(sorted(KINDS))}")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParams("params", "must be a JSON object")
+    size = len(json.dumps(params, ensure_ascii=False).encode())
+    if size > settings.REPORT_PARAMS_MAX_BYTES:
+        raise InvalidParams("params", f"is {size} bytes; the limit is {settings.REPORT_PARAMS_MAX_BYTES}")
+    if priority is None or priority == "":
+        priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
+    if priority not in Priority.values:
+        raise InvalidParams("priority", f"must be one of {', '.join(Priority.values)}")
+    cleaned = report_kind.validate(params)
+    return kind, cleaned, priority
+
+
+def validate_idempotency_key(key: object) -> str | None:
+    if key is None or key == "":
+        return None
+    if not isinstance(key, str) or len(key) > IDEMPOTENCY_KEY_MAX or not key.isprintable():
+        raise InvalidParams(
+            "idempotency_key", f"must be printable text of at most {IDEMPOTENCY_KEY_MAX} characters"
+        )
+    return key
+
+
+def submit_task(
+    *,
+    kind: object,
+    params: object,
+    priority: object = None,
+    idempotency_key: object = None,
+    submitted_by: str = "",
+) -> SubmitResult:
+    kind, cleaned, priority = validate_submission(kind=kind, params=params, priority=priority)
+    key = validate_idempotency_key(idempotency_key)
+    if key:
+        existing = ReportTask.objects.filter(idempotency_key=key).first()
+        if existing is not None:
+            return _idempotent_repeat(existing, kind, cleaned)
+    try:
+        with transaction.atomic():
+            task = ReportTask.objects.create(
+                kind=kind,
+                params=cleaned,
+                priority=priority,
+                max_attempts=settings.REPORT_MAX_ATTEMPTS,
+                timeout_seconds=settings.REPORT_JOB_TIMEOUT,
+                idempotency_key=key,
+                submitted_by=submitted_by[:150],
+            )
+            queueing.enqueue_next_attempt_on_commit(task)
+    except IntegrityError:
+        if not key:
+            raise
+        # Lost the race to a concurrent submit with the same key: theirs is the task.
+        existing = ReportTask.objects.filter(idempotency_key=key).first()
+        if existing is None:
+            raise
+        return _idempotent_repeat(existing, kind, cleaned)
+    logger.info("submitted task %s kind=%s priority=%s", task.public_id, kind, priority)
+    return SubmitResult(task=task, created=True)
+
+
+def _idempotent_repeat(existing: ReportTask, kind: str, cleaned: dict) -> SubmitResult:
+    if existing.kind != kind or existing.params != cleaned:
+        raise IdempotencyConflict(existing)
+    return SubmitResult(task=existing, created=False)

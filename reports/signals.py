@@ -1,0 +1,21 @@
+"""What the pipeline announces to the layers above it, which it never imports.
+
+Every signal is sent with `send()`, so a receiver's exception propagates: a receiver that
+writes in the sender's transaction (the dead letter, an alert outbox row) commits or rolls
+back with it.
+"""
+
+from django.dispatch import Signal
+
+# A task moved to dead. Sent inside the transaction that made it so, after the task row
+# and its last attempt were written. kwargs: task (ReportTask, as committed), failure (FailureInfo).
+task_died = Signal()
+
+# A batch completed with dead tasks, for the first time (it is announced once per batch, even
+# if a replay reopens it). Sent inside the completing transaction.
+# kwargs: batch (ReportBatch), progress (reports.batches.BatchProgress).
+batch_completed_with_dead = Signal()
+
+# One reaper pass ended (`manage.py reap_tasks`): housekeeping of the layers above, such as
+# resuming bulk actions whose runner was lost, hangs off it. No kwargs.
+reaper_pass_finished = Signal()

@@ -1,0 +1,38 @@
+/* The console's few behaviours, from a file so the Content-Security-Policy allows no inline script.
+   Event delegation on document: htmx swaps the regions these elements live in. */
+(function () {
+  "use strict";
+
+  // "Select all on this page" in the dead-letter list.
+  document.addEventListener("change", function (event) {
+    if (event.target.id !== "select-all") { return; }
+    document.querySelectorAll("#bulk-form input[name=ids]").forEach(function (box) {
+      box.checked = event.target.checked;
+    });
+  });
+
+  // A bulk action on "the selected rows" with nothing ticked: say so next to the buttons, post nothing.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id !== "bulk-form") { return; }
+    var scope = form.querySelector("input[name=scope]:checked");
+    var ticked = form.querySelectorAll("input[name=ids]:checked").length;
+    var message = document.getElementById("bulk-error");
+    if (scope && scope.value === "selected" && ticked === 0) {
+      event.preventDefault();
+      if (message) {
+        message.textContent = "Tick at least one dead letter first, or choose \u201ceverything matching this filter\u201d.";
+        message.hidden = false;
+      }
+    } else if (message) {
+      message.hidden = true;
+    }
+  });
+
+  // "Pause auto-refresh" on the dashboard: skip the poll while ticked (a number being read
+  // at 3 a.m. should not jump).
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var pause = document.getElementById("pause-refresh");
+    if (event.target.id === "dashboard-stats" && pause && pause.checked) { event.preventDefault(); }
+  });
+})();

@@ -1,0 +1,280 @@
+"""The OpenAPI document is true: every documented response is produced and matches its schema,
+and every API route is documented."""
+
+import json
+import re
+import uuid
+from datetime import datetime
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import URLPattern, get_resolver
+
+from api.openapi import openapi_document
+from reports.models import ReportBatch, TaskStatus
+from tests.factories import make_dead_letter, make_task
+
+pytestmark = pytest.mark.django_db
+
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+# --- a small validator for the JSON Schema subset the document uses -------------------
+
+
+def resolve(doc, schema):
+    while "$ref" in schema:
+        node = doc
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            node = node[part]
+        schema = node
+    return schema
+
+
+def check_format(fmt, value, where):
+    if fmt == "uuid":
+        uuid.UUID(value)
+    elif fmt == "date-time":
+        assert datetime.fromisoformat(value).tzinfo is not None, f"{where}: naive date-time {value!r}"
+    elif fmt == "uri":
+        assert re.match(r"^https?://[^\s/]+/\S*$", value), f"{where}: not a URL {value!r}"
+
+
+JSON_TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+
+
+def validate(doc, schema, value, where="$"):
+    schema = resolve(doc, schema)
+    types = schema.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        assert any(JSON_TYPES[t](value) for t in types), f"{where}: {value!r} is not {types}"
+    if value is None:
+        return
+    if "enum" in schema:
+        assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
+    if "const" in schema:
+        assert value == schema["const"], f"{where}: {value!r} != {schema['const']!r}"
+    if "format" in schema and isinstance(value, str):
+        check_format(schema["format"], value, where)
+    if "maxLength" in schema:
+        assert len(value) <= schema["maxLength"], where
+    if "minimum" in schema:
+        assert value >= schema["minimum"], where
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for name in schema.get("required", []):
+            assert name in value, f"{where}: missing {name!r}"
+        if schema.get("additionalProperties") is False:
+            extra = set(value) - set(properties)
+            assert not extra, f"{where}: undocumented fields {sorted(extra)}"
+        for name, item in value.items():
+            if name in properties:
+                validate(doc, properties[name], item, f"{where}.{name}")
+    if isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            validate(doc, schema["items"], item, f"{where}[{index}]")
+
+
+# --- the scenarios ----------------------------------------------------------------------
+
+
+def template_of(path: str) -> str:
+    path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
+    return re.sub(r"^/report/task/[^/]+/(status|replay|output)$", r"/report/task/{task_id}/\1", path)
+
+
+@pytest.fixture
+def world(db, media_root, django_user_model, api_token):
+    media_root.mkdir(parents=True, exist_ok=True)
+    (media_root / "out.csv").write_text("a,b\n1,2\n")
+    staff = django_user_model.objects.create_user("plain-staff", password="pw-123456789", is_staff=True)
+    return {
+        "token": api_token,
+        "done": make_task(status=TaskStatus.DONE, attempt=1, output_file="out.csv"),
+        "gone": make_task(status=TaskStatus.DONE, attempt=1, output_file="gone.csv"),
+        "running": make_task(status=TaskStatus.RUNNING, attempt=1),
+        "dead": make_dead_letter(error_message="boom\ntrace").task,
+        "staff": staff,
+    }
+
+
+def scenarios(world):
+    """(method, path, kwargs for the client call, credentials) covering every documented response."""
+    done, dead, running, gone = world["done"], world["dead"], world["running"], world["gone"]
+    missing = uuid.uuid4()
+    js = {"content_type": "application/json"}
+    return [
+        ("get", "/report/openapi.json", {}, None),
+        ("post", "/report/openapi.json", {}, None),
+        # submit
+        ("post", "/report/task/submit", {"data": {"kind": "probe", "idempotency_key": "c1"}, **js}, "token"),
+        ("post", "/report/task/submit", {"data": {"kind": "probe", "idempotency_key": "c1"}, **js}, "token"),
+        ("post", "/report/task/submit", {"data": "[1]", **js}, "token"),
+        ("post", "/report/task/submit", {"data": {"kind": "probe"}, **js}, None),
+        ("post", "/report/task/submit", {"data": {"kind": "probe"}, **js}, "staff-no-csrf"),
+        ("get", "/report/task/submit", {}, "token"),
+        (
+            "post",
+            "/report/task/submit",
+            {"data": {"kind": "probe", "params": {"sleep_seconds": 1}, "idempotency_key": "c1"}, **js},
+            "token",
+        ),
+        ("post", "/report/task/submit", {"data": "x" * 300_000, **js}, "token"),
+        ("post", "/report/task/submit", {"data": "{}", "content_type": "text/plain"}, "token"),
+        ("post", "/report/task/submit", {"data": {"kind": "nope"}, **js}, "token"),
+        # status
+        ("get", f"/report/task/{done.public_id}/status", {}, "token"),
+        ("get", f"/report/task/{dead.public_id}/status", {}, "token"),
+        ("get", f"/report/task/{done.public_id}/status", {}, None),
+        ("get", f"/report/task/{done.public_id}/status", {}, "staff"),
+        ("get", f"/report/task/{missing}/status", {}, "token"),
+        ("post", f"/report/task/{done.public_id}/status", {}, "token"),
+        # output
+        ("get", f"/report/task/{done.public_id}/output", {}, "token"),
+        ("get", f"/report/task/{done.public_id}/output", {}, None),
+        ("get", f"/report/task/{done.public_id}/output", {}, "staff"),
+        ("get", f"/report/task/{gone.public_id}/output", {}, "token"),
+        ("post", f"/report/task/{done.public_id}/output", {}, "token"),
+        ("get", f"/report/task/{running.public_id}/output", {}, "token"),
+        # dead letters
+        ("get", "/report/task/dead-letters", {"data": {"limit": "1"}}, "token"),
+        ("get", "/report/task/dead-letters", {"data": {"limit": "x"}}, "token"),
+        ("get", "/report/task/dead-letters", {}, None),
+        ("get", "/report/task/dead-letters", {}, "staff"),
+        ("post", "/report/task/dead-letters", {}, "token"),
+        # replay (the dead one last: earlier cases must not replay it)
+        ("post", f"/report/task/{dead.public_id}/replay", {"data": {"why": 1}, **js}, "token"),
+        ("post", f"/report/task/{dead.public_id}/replay", {}, None),
+        ("post", f"/report/task/{dead.public_id}/replay", {**js}, "staff-no-csrf"),
+        ("post", f"/report/task/{missing}/replay", {**js}, "token"),
+        ("get", f"/report/task/{dead.public_id}/replay", {}, "token"),
+        ("post", f"/report/task/{running.public_id}/replay", {**js}, "token"),
+        ("post", f"/report/task/{dead.public_id}/replay", {"data": "x" * 300_000, **js}, "token"),
+        (
+            "post",
+            f"/report/task/{dead.public_id}/replay",
+            {"data": "{}", "content_type": "text/csv"},
+            "token",
+        ),
+        ("post", f"/report/task/{dead.public_id}/replay", {"data": {"reason": 1}, **js}, "token"),
+        ("post", f"/report/task/{dead.public_id}/replay", {"data": {"reason": "fixed"}, **js}, "token"),
+        # batches (api/openapi/batches.py documents their paths)
+        (
+            "post",
+            "/report/batch/submit",
+            {"data": {"items": [{"kind": "probe"}], "idempotency_key": "b"}, **js},
+            "token",
+        ),
+        (
+            "post",
+            "/report/batch/submit",
+            {"data": {"items": [{"kind": "probe"}], "idempotency_key": "b"}, **js},
+            "token",
+        ),
+        ("post", "/report/batch/submit", {"data": {"items": [{"kind": "nope"}]}, **js}, "token"),
+        (
+            "post",
+            "/report/batch/submit",
+            {"data": {"items": [{"kind": "probe"}, {"kind": "probe"}], "idempotency_key": "b"}, **js},
+            "token",
+        ),
+        ("post", "/report/batch/submit", {"data": {"items": [], "extra": 1}, **js}, "token"),
+        ("post", "/report/batch/submit", {"data": {"items": []}, **js}, None),
+        ("post", "/report/batch/submit", {"data": "x" * 2_200_000, **js}, "token"),
+        ("post", "/report/batch/submit", {"data": "{}", "content_type": "text/plain"}, "token"),
+        ("get", f"/report/batch/{missing}/status", {}, "token"),
+        ("get", f"/report/batch/{missing}/status", {}, None),
+        ("get", f"/report/batch/{missing}/status", {}, "staff"),
+        ("get", "BATCH_STATUS", {}, "token"),
+    ]
+
+
+def call(world, method, path, kwargs, credentials):
+    client = Client(enforce_csrf_checks=True)
+    headers = {}
+    if credentials == "token":
+        headers["Authorization"] = f"Bearer {world['token']}"
+    elif credentials in ("staff", "staff-no-csrf"):
+        client.force_login(world["staff"])
+    kwargs = dict(kwargs)
+    if isinstance(kwargs.get("data"), dict) and kwargs.get("content_type") == "application/json":
+        kwargs["data"] = json.dumps(kwargs["data"])
+    return getattr(client, method)(path, headers=headers, **kwargs)
+
+
+def test_every_documented_response_happens_and_matches_its_schema(world):
+    doc = openapi_document()
+    documented = {
+        (path, method, status)
+        for path, item in doc["paths"].items()
+        for method, operation in item.items()
+        for status in operation["responses"]
+    }
+    seen = set()
+    for method, path, kwargs, credentials in scenarios(world):
+        if path == "BATCH_STATUS":
+            path = f"/report/batch/{ReportBatch.objects.get().public_id}/status"
+        response = call(world, method, path, kwargs, credentials)
+        template = template_of(path)
+        status = str(response.status_code)
+        operations = doc["paths"][template]
+        # A wrong method is answered with 405: documented on the path's own operation.
+        operation_method = method if method in operations else next(iter(operations))
+        where = f"{method.upper()} {path} -> {status}"
+        assert status in operations[operation_method]["responses"], f"undocumented response {where}"
+        documented_response = operations[operation_method]["responses"][status]
+        content = documented_response["content"]
+        media_type = response["Content-Type"].split(";")[0]
+        assert media_type in content or list(content) == ["*/*"], f"{where}: {media_type} not documented"
+        media = content.get(media_type) or content["*/*"]
+        if media_type == "application/json":
+            validate(doc, media["schema"], response.json(), where)
+        seen.add((template, operation_method, status))
+    assert documented - seen == set(), "documented but never produced"
+
+
+def test_every_api_route_is_documented_with_its_methods():
+    doc = openapi_document()
+    routes = {
+        "/report/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(p.pattern))
+        for p in get_resolver("api.urls").url_patterns
+        if isinstance(p, URLPattern) and p.name
+    }
+    assert routes == set(doc["paths"])
+    for item in doc["paths"].values():
+        assert len([m for m in item if m in METHODS]) == 1
+
+
+def test_the_document_is_served_publicly_and_is_what_the_code_builds(client):
+    response = client.get("/report/openapi.json")
+
+    assert response.status_code == 200
+    assert response.json() == json.loads(json.dumps(openapi_document()))
+    assert response.json()["openapi"].startswith("3.1")
+
+
+def test_session_with_permissions_gets_the_documented_200(world):
+    staff = world["staff"]
+    staff.user_permissions.add(
+        Permission.objects.get(codename="view_reporttask"), Permission.objects.get(codename="view_deadletter")
+    )
+    client = Client()
+    client.force_login(staff)
+    doc = openapi_document()
+
+    response = client.get(f"/report/task/{world['done'].public_id}/status")
+
+    schema = doc["paths"]["/report/task/{task_id}/status"]["get"]["responses"]["200"]["content"][
+        "application/json"
+    ]
+    validate(doc, schema["schema"], response.json())

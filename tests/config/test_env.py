@@ -1,0 +1,71 @@
+"""A blank environment variable means "use the default", for every setting we read."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config import env
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+# Every variable config/settings.py reads through config.env.
+SETTING_NAMES = sorted(
+    set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
+    | set(re.findall(r'_kind_map\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
+)
+PROBE = """
+import json, django
+django.setup()
+from django.conf import settings
+print(json.dumps({name: repr(getattr(settings, name, None)) for name in %r} | {"DB": repr(settings.DATABASES["default"]["ENGINE"])}))
+"""
+
+
+def _settings_with(env_overrides: dict, tmp_path) -> dict:
+    environ = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    environ.update(DJANGO_SETTINGS_MODULE="config.settings", VAR_DIR=str(tmp_path), **env_overrides)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE % (SETTING_NAMES,)],
+        cwd=BASE_DIR,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_settings_module_reads_many_variables():
+    assert {"DATABASE_URL", "REDIS_URL", "REPORT_MAX_ATTEMPTS", "ALLOWED_HOSTS"} <= set(SETTING_NAMES)
+
+
+def test_every_blank_variable_gives_the_same_settings_as_an_unset_one(tmp_path):
+    unset = _settings_with({}, tmp_path)
+    blank = _settings_with({name: "" for name in SETTING_NAMES if name != "VAR_DIR"}, tmp_path)
+    spaces = _settings_with({"DATABASE_URL": "  ", "ALLOWED_HOSTS": " ", "REPORT_MAX_ATTEMPTS": " "}, tmp_path)
+    assert blank == unset
+    assert spaces == unset
+    assert unset["DB"] == "'django.db.backends.sqlite3'"
+
+
+@pytest.mark.parametrize(
+    ("reader", "default"),
+    [
+        (lambda: env.env_str("X_TEST_VAR", "d"), "d"),
+        (lambda: env.env_int("X_TEST_VAR", 7), 7),
+        (lambda: env.env_float("X_TEST_VAR", 0.5), 0.5),
+        (lambda: env.env_bool("X_TEST_VAR", True), True),
+        (lambda: env.env_list("X_TEST_VAR", "a,b"), ["a", "b"]),
+        (lambda: env.env_float_list("X_TEST_VAR", "1,2"), (1.0, 2.0)),
+    ],
+)
+def test_each_reader_treats_blank_as_unset(monkeypatch, reader, default):
+    monkeypatch.setenv("X_TEST_VAR", "")
+    assert reader() == default
+    monkeypatch.setenv("X_TEST_VAR", "   ")
+    assert reader() == default

@@ -1,0 +1,232 @@
+"""Alert storms and crashes: rate limit and coalescing under 10,000 deaths, a sender SIGKILLed
+between send and mark, several senders at once. Real Redis, real HTTP, real processes."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from deadletters.alerts.messages import dead_letter_payload
+from deadletters.alerts.sender import send_pending_alerts
+from deadletters.fingerprints import fingerprint
+from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter
+from reports.models import ReportTask, TaskStatus
+from tests.conftest import BASE_DIR, make_death, wait_until
+from tests.dingtalk_fake import FakeClock
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CAUSES = [f"app.errors.Failure{chr(ord('A') + i)}" for i in range(25)]  # 25 fingerprints
+KINDS = ["sales_summary", "http_export", "probe"]
+
+
+def bulk_deaths(count: int, *, start: int = 0) -> list[DeadLetter]:
+    """`count` dead tasks with their dead letters and outbox rows, as fast as SQLite takes them."""
+    with transaction.atomic():
+        return _bulk_deaths(count, start)
+
+
+def _bulk_deaths(count: int, start: int) -> list[DeadLetter]:
+    now = timezone.now()
+    tasks = ReportTask.objects.bulk_create(
+        [
+            ReportTask(
+                kind=KINDS[(start + i) % len(KINDS)],
+                params={},
+                max_attempts=3,
+                timeout_seconds=300,
+                status=TaskStatus.DEAD,
+                attempt=3,
+                finished_at=now,
+                last_error="database is down",
+            )
+            for i in range(count)
+        ],
+        batch_size=2000,
+    )
+    letters = DeadLetter.objects.bulk_create(
+        [
+            DeadLetter(
+                task=task,
+                kind=task.kind,
+                error_type=CAUSES[(start + i) % len(CAUSES)],
+                error_message=f"connection to db-{i % 7} refused after {i % 30} ms",
+                attempts=3,
+                fingerprint=fingerprint(CAUSES[(start + i) % len(CAUSES)], "connection to db refused"),
+            )
+            for i, task in enumerate(tasks)
+        ],
+        batch_size=2000,
+    )
+    Alert.objects.bulk_create(
+        [
+            Alert(dead_letter=dl, fingerprint=dl.fingerprint, payload=dead_letter_payload(dl))
+            for dl in letters
+        ],
+        batch_size=2000,
+    )
+    return letters
+
+
+def carried(msg_uuid: str) -> int:
+    return AlertMessage.objects.get(msg_uuid=msg_uuid).alerts.count()
+
+
+def digest_total(received) -> int:
+    """The total a digest prints for the operator (共 N 条), or 1 for a single alert."""
+    match = re.search(r"共 (\d+) 条", received.card["text"])
+    return int(match.group(1)) if match else 1
+
+
+def assert_every_alert_sent_once(robot, expected: int) -> None:
+    counts = robot.uuid_counts()
+    accepted = {r.msg_uuid for r in robot.accepted}
+    assert not Alert.objects.exclude(status=AlertStatus.SENT).exists()
+    assert Alert.objects.filter(message__status=AlertStatus.SENT).count() == expected
+    assert sum(carried(u) for u in accepted) == expected
+    # Every message that exists reached the robot (none stuck), and only those did.
+    assert {str(u) for u in AlertMessage.objects.values_list("msg_uuid", flat=True)} == set(counts)
+
+
+def test_storm_of_10000_deaths_in_one_minute_stays_under_20_messages_and_counts_every_death(
+    fake_dingtalk, capsys
+):
+    clock = FakeClock()
+    robot = fake_dingtalk(clock=clock)
+    t0 = clock()
+    wall = time.monotonic()
+
+    # 10,000 deaths arrive in 50 waves of 200 over the first 50 seconds; the sender passes after
+    # each wave (as the loop and the commit kicks do), then keeps passing every second.
+    for wave in range(50):
+        bulk_deaths(200, start=wave * 200)
+        send_pending_alerts(clock=clock)
+        clock.advance(1.0)
+    while clock() - t0 < 60:
+        send_pending_alerts(clock=clock)
+        clock.advance(1.0)
+    first_minute = [r for r in robot.received if r.at - t0 < 60]
+    counted_in_first_minute = sum(carried(r.msg_uuid) for r in first_minute if r.errcode == 0)
+    for _ in range(120):
+        if not Alert.objects.filter(status=AlertStatus.PENDING).exists():
+            break
+        send_pending_alerts(clock=clock)
+        clock.advance(1.0)
+    wall = time.monotonic() - wall
+
+    assert len(first_minute) <= 20
+    assert 130101 not in robot.answers() and all(r.errcode == 0 for r in robot.received)
+    assert_every_alert_sent_once(robot, 10_000)
+    assert sum(digest_total(r) for r in robot.accepted) == 10_000
+    for received in robot.accepted:  # readable: at most 10 groups and one "more groups" line
+        lines = [line for line in received.card["text"].splitlines() if line.startswith("- ")]
+        assert len(lines) <= 11 and len(received.card["text"]) < 6000
+    last_at = max(r.at for r in robot.accepted) - t0
+    with capsys.disabled():
+        print(
+            f"\nstorm: 10000 deaths in 50 waves over 50 s; {len(first_minute)} messages in the first "
+            f"minute carrying {counted_in_first_minute} dead letters; {len(robot.accepted)} messages "
+            f"in all, every dead letter counted by t+{last_at:.0f}s (simulated); wall time {wall:.1f}s"
+        )
+
+
+def test_one_burst_of_10000_is_one_readable_digest(fake_dingtalk, capsys):
+    clock = FakeClock()
+    robot = fake_dingtalk(clock=clock)
+    bulk_deaths(10_000)
+    wall = time.monotonic()
+
+    report = send_pending_alerts(clock=clock)
+
+    wall = time.monotonic() - wall
+    assert report.sent_messages == 1 and report.digests == 1 and report.sent_alerts == 10_000
+    [received] = robot.accepted
+    text = received.card["text"]
+    assert "共 10000 条，25 类" in text and "10000 dead letters in 25 groups" in text
+    assert "……及其他 15 类" in text and "(and 15 more groups," in text
+    assert received.card["singleURL"] == "https://console.example.invalid/console/dead-letters/"
+    top = text.split("\n- ")[1]
+    fp = fingerprint(CAUSES[0], "connection to db refused")
+    assert top.startswith("**400 ×**")
+    assert f"https://console.example.invalid/console/dead-letters/?fingerprint={fp}" in text
+    assert "首次 first" in top and "最近 last" in top
+    assert_every_alert_sent_once(robot, 10_000)
+    with capsys.disabled():
+        print(f"\nburst: 10000 deaths -> 1 digest of 25 groups, pass took {wall:.2f}s")
+
+
+def _sender(env, log_path, *args):
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, str(BASE_DIR / "manage.py"), "send_alerts", *args],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return proc, log
+
+
+def _sender_env(subprocess_env, robot, **extra):
+    env = dict(subprocess_env())
+    env.update(
+        DINGTALK_WEBHOOK=robot.webhook,
+        DINGTALK_SECRET=robot.secret,
+        CONSOLE_BASE_URL="https://console.example.invalid",
+        **{k: str(v) for k, v in extra.items()},
+    )
+    return env
+
+
+def test_sender_sigkilled_between_send_and_mark_repeats_at_most_one_message(
+    fake_dingtalk, subprocess_env, tmp_path
+):
+    robot = fake_dingtalk()
+    letters = [make_death(message=f"kill {i}") for i in range(3)]
+    robot.set_mode("hang")  # the robot takes the message, then holds its answer
+    proc, log = _sender(_sender_env(subprocess_env, robot, DINGTALK_TIMEOUT=30), tmp_path / "sender.log")
+    try:
+        wait_until(lambda: robot.received, message="the sender to deliver its first message")
+        os.kill(proc.pid, signal.SIGKILL)  # between the POST and the mark-sent
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+    robot.set_mode("ok")
+    [delivered] = robot.received
+    message = AlertMessage.objects.get(msg_uuid=delivered.msg_uuid)
+    assert message.status == AlertStatus.PENDING and message.alerts.get().status == AlertStatus.PENDING
+
+    send_pending_alerts()  # the dead sender's lease still runs: its message is left alone
+    assert robot.uuid_counts()[delivered.msg_uuid] == 1
+    send_pending_alerts(clock=lambda: time.time() + 120)  # lease over: resent, same msgUuid
+
+    counts = robot.uuid_counts()
+    assert counts[delivered.msg_uuid] == 2 and max(counts.values()) <= 2
+    assert sum(counts.values()) == 4 and len(counts) == 3
+    assert all(dl.alerts.get().status == AlertStatus.SENT for dl in letters)
+    assert_every_alert_sent_once(robot, 3)
+
+
+def test_several_senders_at_once_never_send_an_alert_twice(fake_dingtalk, subprocess_env, tmp_path):
+    robot = fake_dingtalk(limit_per_minute=100)
+    for i in range(40):
+        make_death(message=f"parallel {i}")
+    env = _sender_env(subprocess_env, robot, DINGTALK_RATE_PER_MINUTE=100, DINGTALK_TIMEOUT=5)
+    senders = [_sender(env, tmp_path / f"sender-{n}.log") for n in range(3)]
+    for proc, log in senders:
+        assert proc.wait(60) == 0, (tmp_path / "sender-0.log").read_text()
+        log.close()
+
+    counts = robot.uuid_counts()
+    assert max(counts.values()) == 1 and len(counts) == 40  # 40 singles, each sent once
+    assert_every_alert_sent_once(robot, 40)
