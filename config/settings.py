@@ -6,6 +6,7 @@ CONSOLE_BASE_URL. The README lists every variable.
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_rq",
     "csp",
+    "axes",
     # The layers, lowest first: each imports only those above it in this list.
     "reports",
     "deadletters",
@@ -62,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Content-Security-Policy: the console's pages load scripts, styles and images from static/ only,
@@ -201,6 +205,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttle (django-axes), for the console's and the admin's login forms alike: after
+# AXES_FAILURE_LIMIT failed logins for one username, or from one client address, within the cool-off,
+# further attempts (even with the right password) get the lockout page until AXES_COOLOFF_MINUTES
+# have passed since the last failure. A success does not wipe the count: someone who can log in to
+# one account must not reset the count of the address they guess another account's password from.
+# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock at once.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+# The address the audit log records: REMOTE_ADDR, or the one the trusted proxies appended.
+AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
