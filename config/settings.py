@@ -5,33 +5,23 @@ CONSOLE_BASE_URL. The README lists every variable.
 """
 
 import os
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
 from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from config.secret_files import private_dir, private_file, read_or_create_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _secret_key() -> str:
-    configured = env_str("SECRET_KEY")
-    if configured:
-        return configured
-    # A per-checkout random key: never a well-known default, stable across restarts.
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# var/ holds the secret key, the admin password, the SQLite database and the report files: 0700.
+VAR_DIR = private_dir(Path(env_str("VAR_DIR", str(BASE_DIR / "var"))))
+# A per-checkout random key when none is set: never a well-known default, stable across restarts.
+SECRET_KEY = env_str("SECRET_KEY") or read_or_create_secret(VAR_DIR / "secret_key")
 DEBUG = env_bool("DEBUG", False)
+# Error reports (the DEBUG page, mailed 500s) also hide DATABASE_URL, REDIS_URL, DINGTALK_WEBHOOK
+# and any URL's password or access_token, in settings, request.META (the environment) and locals.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.error_reports.SafeSettingsFilter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
@@ -118,6 +108,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
+    if DATABASES["default"]["NAME"] not in ("", ":memory:") and Path(DATABASES["default"]["NAME"]).parent.is_dir():
+        private_file(Path(DATABASES["default"]["NAME"]))
     # A file, not :memory:, so worker processes started by the tests see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 else:
