@@ -213,7 +213,31 @@ AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
+
+# HTTPS in production (README, "Security"): off by default so http://127.0.0.1:8000 keeps working.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
+
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """"X-Forwarded-Proto=https" -> ("HTTP_X_FORWARDED_PROTO", "https"): the header a TLS-terminating
+    proxy sets (and strips from clients), so requests it forwarded count as HTTPS and SSL redirect
+    does not loop."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not raw:
+        return None
+    header, sep, value = (part.strip() for part in raw.partition("="))
+    if not sep or not header or not value:
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto=https', got {raw!r}")
+    name = header.upper().replace("-", "_")
+    return (name if name.startswith("HTTP_") else f"HTTP_{name}", value)
+
+
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
