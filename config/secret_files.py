@@ -16,6 +16,8 @@ def _tighten(path: Path, mode: int) -> None:
     """Earlier releases left var/ 0755 and db.sqlite3 0644: take group and other bits away from what
     this account owns. Someone else's path (a mounted volume) is left as its owner set it."""
     info = path.stat()
+    if info.st_mode & stat.S_ISVTX:
+        return  # a shared directory such as /tmp given as VAR_DIR: never close it to others
     if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o077:
         path.chmod(mode)
 

@@ -90,3 +90,12 @@ def test_up_prints_the_admin_password_on_the_first_start_only(settings, tmp_path
     printed = [UpCommand.console_line("127.0.0.1:8000", p) for p in (password, again)]
     assert password in printed[0]
     assert password not in printed[1] and "var/admin_password" in printed[1]
+
+
+def test_a_shared_sticky_directory_given_as_var_dir_is_left_open(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    _secret_key_of(_start(shared))
+    assert _mode(shared) == 0o1777
+    assert _mode(shared / "secret_key") == 0o600
