@@ -5,32 +5,23 @@ CONSOLE_BASE_URL. The README lists every variable.
 """
 
 import os
-import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
 from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from config.secret_files import private_dir, private_file, read_or_create_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _secret_key() -> str:
-    configured = env_str("SECRET_KEY")
-    if configured:
-        return configured
-    # A per-checkout random key: never a well-known default, stable across restarts.
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# var/ holds the secret key, the admin password, the SQLite database and the report files: 0700.
+VAR_DIR = private_dir(Path(env_str("VAR_DIR", str(BASE_DIR / "var"))))
+# A per-checkout random key when none is set: never a well-known default, stable across restarts.
+SECRET_KEY = env_str("SECRET_KEY") or read_or_create_secret(VAR_DIR / "secret_key")
 DEBUG = env_bool("DEBUG", False)
+# Error reports (the DEBUG page, mailed 500s) also hide DATABASE_URL, REDIS_URL, DINGTALK_WEBHOOK
+# and any URL's password or access_token, in settings, request.META (the environment) and locals.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.error_reports.SafeSettingsFilter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
@@ -44,6 +35,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_rq",
     "csp",
+    "axes",
     # The layers, lowest first: each imports only those above it in this list.
     "reports",
     "deadletters",
@@ -62,6 +54,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Content-Security-Policy: the console's pages load scripts, styles and images from static/ only,
@@ -114,6 +108,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
+    if DATABASES["default"]["NAME"] not in ("", ":memory:") and Path(DATABASES["default"]["NAME"]).parent.is_dir():
+        private_file(Path(DATABASES["default"]["NAME"]))
     # A file, not :memory:, so worker processes started by the tests see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 else:
@@ -201,9 +197,47 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttle (django-axes), for the console's and the admin's login forms alike: after
+# AXES_FAILURE_LIMIT failed logins for one username, or from one client address, within the cool-off,
+# further attempts (even with the right password) get the lockout page until AXES_COOLOFF_MINUTES
+# have passed since the last failure. A success does not wipe the count: someone who can log in to
+# one account must not reset the count of the address they guess another account's password from.
+# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock at once.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+# The address the audit log records: REMOTE_ADDR, or the one the trusted proxies appended.
+AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
+
+# HTTPS in production (README, "Security"): off by default so http://127.0.0.1:8000 keeps working.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
+
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """"X-Forwarded-Proto=https" -> ("HTTP_X_FORWARDED_PROTO", "https"): the header a TLS-terminating
+    proxy sets (and strips from clients), so requests it forwarded count as HTTPS and SSL redirect
+    does not loop."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not raw:
+        return None
+    header, sep, value = (part.strip() for part in raw.partition("="))
+    if not sep or not header or not value:
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto=https', got {raw!r}")
+    name = header.upper().replace("-", "_")
+    return (name if name.startswith("HTTP_") else f"HTTP_{name}", value)
+
+
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")

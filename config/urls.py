@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
@@ -10,6 +11,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("report/", include("reports.urls")),
     path("report/", include("api.urls")),
-    path("console/", include("django.contrib.auth.urls")),
+    # Only these two of django.contrib.auth's views: the password-reset pages would mail links
+    # from a site that has no mail set up, and password changes are the admin's business.
+    path("console/login/", auth_views.LoginView.as_view(), name="login"),
+    path("console/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("console/", include("console.urls")),
 ]

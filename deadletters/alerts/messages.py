@@ -41,9 +41,15 @@ def one_line(text: str, limit: int = MESSAGE_LINE_MAX) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _md(text: str) -> str:
-    """Keep user text from turning into markdown structure (links, headings, code)."""
-    return text.replace("`", "'").replace("[", "(").replace("]", ")").replace("#", "＃")
+# Characters that make markdown structure (links, images, headings, code, emphasis, quotes, HTML)
+# swapped for look-alikes that render as themselves.
+_MARKDOWN_NEUTRAL = str.maketrans({"`": "'", "[": "(", "]": ")", "#": "＃", "*": "＊", "<": "＜", ">": "＞"})
+
+
+def neutral(text, limit: int = MESSAGE_LINE_MAX) -> str:
+    """Any user-supplied value (kind, error, message, batch name...) as it may appear in an alert:
+    one line, cut to `limit`, unable to open a new paragraph, quote, heading, link or tag."""
+    return one_line(str(text if text is not None else ""), limit).translate(_MARKDOWN_NEUTRAL)
 
 
 def format_time(value: datetime | str | None) -> str:
@@ -115,18 +121,18 @@ def _envelope(title: str, text: str, buttons: list[tuple[str, str]], robot: Robo
 
 def render_dead_letter(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
     dl_id = payload["dead_letter_id"]
-    kind = payload.get("kind", "")
+    kind = neutral(payload.get("kind", ""), TITLE_MAX)
     title = f"报表死信告警 Dead letter: {kind}"
     text = "\n".join(
         [
             "### 报表死信告警",
             "Report task dead letter",
             "",
-            f"- **任务 Task:** {payload.get('task_id', '')}",
-            f"- **报表类型 Kind:** {_md(kind)}",
-            f"- **错误类型 Error:** {_md(payload.get('error_type', ''))}",
-            f"- **错误信息 Message:** {_md(one_line(payload.get('message', '')))}",
-            f"- **尝试次数 Attempts:** {payload.get('attempts', '')}",
+            f"- **任务 Task:** {neutral(payload.get('task_id', ''))}",
+            f"- **报表类型 Kind:** {kind}",
+            f"- **错误类型 Error:** {neutral(payload.get('error_type', ''))}",
+            f"- **错误信息 Message:** {neutral(payload.get('message', ''))}",
+            f"- **尝试次数 Attempts:** {neutral(payload.get('attempts', ''))}",
             f"- **时间 Time:** {format_time(payload.get('created_at'))}",
             f"- **死信编号 Dead letter:** #{dl_id}",
         ]
@@ -139,7 +145,7 @@ def render_dead_letter(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
 
 
 def render_batch_summary(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
-    name = payload.get("name") or payload.get("batch_id", "")
+    name = neutral(payload.get("name") or payload.get("batch_id", ""), TITLE_MAX)
     dead = int(payload.get("dead", 0))
     title = f"报表批次完成 Batch finished: {name}" + (f" ({dead} 死信 dead)" if dead else "")
     text = "\n".join(
@@ -147,9 +153,9 @@ def render_batch_summary(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
             "### 报表批次完成",
             "Report batch finished",
             "",
-            f"- **批次 Batch:** {_md(str(name))}",
-            f"- **任务总数 Tasks:** {payload.get('total', '-')}",
-            f"- **成功 Done:** {payload.get('done', '-')}",
+            f"- **批次 Batch:** {name}",
+            f"- **任务总数 Tasks:** {neutral(payload.get('total', '-'))}",
+            f"- **成功 Done:** {neutral(payload.get('done', '-'))}",
             f"- **死信 Dead:** {dead}",
             f"- **完成时间 Finished:** {format_time(payload.get('finished_at'))}",
         ]
@@ -175,12 +181,12 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
     for group in shown:
         if group.get("batch_id"):
             target = link(batch_url(group["batch_id"]), robot)
-            label = f"批次汇总 batch summary {_md(str(group.get('name') or group['batch_id']))}"
+            label = f"批次汇总 batch summary {neutral(group.get('name') or group['batch_id'])}"
         else:
             target = link(fingerprint_url(group["fingerprint"]), robot)
-            label = f"{_md(', '.join(group['kinds']))} · {_md(group.get('error_type', ''))}"
+            label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
         lines.append(
-            f"- **{group['count']} ×** {label}: {_md(one_line(group.get('message', ''), 100))}  \n"
+            f"- **{group['count']} ×** {label}: {neutral(group.get('message', ''), 100)}  \n"
             f"  首次 first {format_time(group['first'])}, 最近 last {format_time(group['last'])} "
             f"[查看 View]({target})"
         )

@@ -69,3 +69,28 @@ def test_each_reader_treats_blank_as_unset(monkeypatch, reader, default):
     assert reader() == default
     monkeypatch.setenv("X_TEST_VAR", "   ")
     assert reader() == default
+
+
+def test_security_settings_are_read_from_the_environment(tmp_path):
+    """Issue 11: the login throttle and the HTTPS settings (the README's production checklist)."""
+    names = {
+        "AXES_FAILURE_LIMIT": ("3", "3"),
+        "AXES_COOLOFF_MINUTES": ("30", None),
+        "SECURE_SSL_REDIRECT": ("true", "True"),
+        "SECURE_HSTS_SECONDS": ("600", "600"),
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": ("true", "True"),
+        "SECURE_HSTS_PRELOAD": ("true", "True"),
+        "SECURE_PROXY_SSL_HEADER": ("X-Forwarded-Proto=https", "('HTTP_X_FORWARDED_PROTO', 'https')"),
+        "CSRF_COOKIE_SECURE": ("true", "True"),
+    }
+    assert set(names) <= set(SETTING_NAMES)
+    read = _settings_with({name: raw for name, (raw, _) in names.items()}, tmp_path)
+    for name, (_, expected) in names.items():
+        if expected is not None:
+            assert read[name] == expected, name
+    defaults = _settings_with({}, tmp_path)
+    assert (defaults["AXES_FAILURE_LIMIT"], defaults["SECURE_SSL_REDIRECT"], defaults["SECURE_PROXY_SSL_HEADER"]) == (
+        "5",
+        "False",
+        "None",
+    )

@@ -12,6 +12,7 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 
 from config.embedded_redis import RedisServer
+from config.secret_files import write_private_once
 
 
 class Command(BaseCommand):
@@ -62,16 +63,7 @@ class Command(BaseCommand):
                 ]
             commands["reaper"] = manage + ["reap_tasks", "--loop"]
             commands.update(self.extra_processes(manage))
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"console: http://{addr}/console/  login: admin / {password}"
-                    + (
-                        ""
-                        if password != "(unchanged)"
-                        else "  (password kept from before; see var/admin_password)"
-                    )
-                )
-            )
+            self.stdout.write(self.style.SUCCESS(self.console_line(addr, password)))
             self._supervise(commands, env)
         finally:
             if redis_server:
@@ -81,15 +73,24 @@ class Command(BaseCommand):
         """Further long-running duties of installed apps (the alert sender) as name -> argv."""
         return {"alerts": manage + ["send_alerts", "--loop"]} if "send_alerts" in get_commands() else {}
 
-    def _ensure_admin(self) -> str:
+    @staticmethod
+    def console_line(addr: str, password: str | None) -> str:
+        """The password appears once, on the start that created the account: terminal scrollback
+        and `up`'s captured output (a log file, a CI log) should not hold it on every start."""
+        if password:
+            return f"console: http://{addr}/console/  login: admin / {password}  (shown once; kept in var/admin_password)"
+        return f"console: http://{addr}/console/  login: admin (password shown at the first start; see var/admin_password)"
+
+    def _ensure_admin(self) -> str | None:
+        """The new admin's password when this call created the account, else None."""
         user_model = get_user_model()
-        password_file = settings.VAR_DIR / "admin_password"
         if user_model.objects.filter(username="admin").exists():
-            return password_file.read_text().strip() if password_file.exists() else "(unchanged)"
+            return None
         password = os.environ.get("CONSOLE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "admin@example.invalid", password)
-        password_file.write_text(password)
-        password_file.chmod(0o600)
+        password_file = settings.VAR_DIR / "admin_password"
+        password_file.unlink(missing_ok=True)  # left by an earlier database; this one's admin is new
+        write_private_once(password_file, password)
         return password
 
     def _supervise(self, commands: dict[str, list[str]], env: dict[str, str]) -> None:

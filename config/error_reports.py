@@ -1,0 +1,40 @@
+"""What Django's error reports (the DEBUG page, mailed 500 reports) may show of settings and locals.
+
+Django hides settings whose names look secret (KEY, SECRET, PASS, TOKEN...). Ours also carry
+secrets in URLs: DATABASE_URL and REDIS_URL (a password in the netloc, copied into DATABASES and
+RQ_QUEUES) and DINGTALK_WEBHOOK (the robot's access_token in the query). Under runserver the
+environment is part of request.META as well, so the same names are hidden there.
+"""
+
+import re
+
+from django.views.debug import SafeExceptionReporterFilter
+
+MASK = "********************"
+_NETLOC_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:@/\s]*:)[^@/\s]+(?=@)", re.I)
+_SECRET_QUERY = re.compile(
+    r"(?P<head>[?&](?:access_token|token|sign|secret|password|passwd|api_key|key)=)[^&#\s]+", re.I
+)
+
+
+def mask_url_secrets(text: str) -> str:
+    """`text` with URL passwords (scheme://user:PASSWORD@host) and secret query values hidden."""
+    text = _NETLOC_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+    return _SECRET_QUERY.sub(lambda m: m["head"] + MASK, text)
+
+
+class SafeSettingsFilter(SafeExceptionReporterFilter):
+    hidden_settings = re.compile(
+        "API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|WEBHOOK|DATABASE_URL|REDIS_URL", flags=re.I
+    )
+
+    def cleanse_setting(self, key, value):
+        cleansed = super().cleanse_setting(key, value)
+        # type(), not isinstance(): lazy objects (axes' AXES_USERNAME_FORM_FIELD) pass for str.
+        return mask_url_secrets(cleansed) if type(cleansed) is str else cleansed
+
+    def get_traceback_frame_variables(self, request, tb_frame):
+        return [
+            (name, mask_url_secrets(value) if type(value) is str else value)
+            for name, value in super().get_traceback_frame_variables(request, tb_frame)
+        ]
