@@ -16,6 +16,7 @@ import time
 from django.conf import settings
 
 from reports import queueing
+from reports.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,19 @@ return members
 
 
 def limit_for(kind: str) -> int | None:
-    return settings.REPORT_KIND_CONCURRENCY.get(kind)
+    """The kind's cap: its REPORT_KIND_CONCURRENCY entry, else the default (None: uncapped)."""
+    return settings.REPORT_KIND_CONCURRENCY.get(kind, settings.REPORT_KIND_DEFAULT_CONCURRENCY or None)
+
+
+def any_capped() -> bool:
+    return bool(settings.REPORT_KIND_CONCURRENCY or settings.REPORT_KIND_DEFAULT_CONCURRENCY)
+
+
+def capped_kinds() -> set[str]:
+    names = set(settings.REPORT_KIND_CONCURRENCY)
+    if settings.REPORT_KIND_DEFAULT_CONCURRENCY:
+        names |= set(KINDS)
+    return names
 
 
 def holders_key(kind: str) -> str:
@@ -132,7 +145,7 @@ def release_and_wake(*, kind: str, task_id: int, attempt: int) -> None:
 
 def wake_all() -> int:
     """For the reaper loop: slots freed by expired leases (killed workers) wake their waiters."""
-    return sum(wake(kind) for kind in settings.REPORT_KIND_CONCURRENCY)
+    return sum(wake(kind) for kind in capped_kinds())
 
 
 def holders(kind: str) -> dict[str, float]:

@@ -67,6 +67,24 @@ def test_a_claim_without_a_slot_waits_in_the_room_and_a_release_wakes_it(setting
     assert claim_task(task_id=waiter.pk, attempt=1, worker="w2").status == TaskStatus.RUNNING
 
 
+def test_a_kind_without_its_own_cap_has_the_default_cap(settings, redis_conn):
+    from reports.services import CAP_REASON, ClaimDeferred, claim_task
+
+    settings.REPORT_KIND_CONCURRENCY = {"sales_summary": 3}
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 1
+    assert (semaphore.limit_for("probe"), semaphore.limit_for("sales_summary")) == (1, 3)
+    first = submit_task(kind="probe", params={}).task
+    second = submit_task(kind="probe", params={}).task
+
+    assert claim_task(task_id=first.pk, attempt=1, worker="w1").status == TaskStatus.RUNNING
+    assert claim_task(task_id=second.pk, attempt=1, worker="w2") == ClaimDeferred(CAP_REASON)
+    semaphore.release_and_wake(kind="probe", task_id=first.pk, attempt=1)
+    assert claim_task(task_id=second.pk, attempt=1, worker="w2").status == TaskStatus.RUNNING
+
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
+    assert semaphore.limit_for("probe") is None
+
+
 def test_cap_is_never_exceeded_and_a_killed_workers_slot_is_released_by_its_lease(
     start_worker, settings, fast_retries, redis_conn
 ):

@@ -70,9 +70,9 @@ not_a_dict = json_values.filter(lambda v: not isinstance(v, dict))
 not_a_bool = json_values.filter(lambda v: not isinstance(v, bool))
 bad_sleep = st.one_of(
     st.integers(max_value=-1),
-    st.integers(min_value=3601),
+    st.integers(min_value=601),  # a canary sleeps at most ten minutes
     st.floats(max_value=-1e-9, allow_infinity=False, allow_nan=False),
-    st.floats(min_value=3600.001, allow_infinity=False, allow_nan=False),
+    st.floats(min_value=600.001, allow_infinity=False, allow_nan=False),
     json_values.filter(lambda v: isinstance(v, bool) or not isinstance(v, int | float)),
 )
 bad_fail_attempts = st.one_of(
@@ -151,6 +151,8 @@ RAW_CASES = [
 ]
 NUMBER_CASES = [
     {"kind": "probe", "params": {"sleep_seconds": -1}},
+    {"kind": "probe", "params": {"sleep_seconds": 601}},
+    {"kind": "probe", "params": {"sleep_seconds": 3600}},
     {"kind": "probe", "params": {"sleep_seconds": 10**30}},
     {"kind": "probe", "params": {"sleep_seconds": -(10**30)}},
     {"kind": "probe", "params": {"fail_attempts": -5}},
