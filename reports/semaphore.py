@@ -22,11 +22,18 @@ logger = logging.getLogger(__name__)
 
 PRIORITY_RANK = {"high": 0, "default": 1, "low": 2}
 
-# KEYS[1] holders; ARGV: member, limit, lease seconds. 1 = slot held (new or renewed), 0 = full.
+# KEYS[1] holders; ARGV: member, limit, lease seconds, the task's member prefix. 1 = slot held (new
+# or renewed), 0 = full. A claim of attempt n means attempt n-1 has ended (the claim's UPDATE
+# matched only then), so a slot the task's earlier attempt still holds is stale and goes first.
 _ACQUIRE = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if member ~= ARGV[1] and string.sub(member, 1, #ARGV[4]) == ARGV[4] then
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], t + tonumber(ARGV[3]), ARGV[1])
   redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 60)
@@ -87,7 +94,8 @@ def acquire(*, kind: str, task_id: int, attempt: int, lease_seconds: float) -> b
     if limit is None:
         return True
     conn = queueing.redis_connection()
-    return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), holder(task_id, attempt), limit, lease_seconds))
+    member = holder(task_id, attempt)
+    return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), member, limit, lease_seconds, f"{task_id}:"))
 
 
 def release(*, kind: str, task_id: int, attempt: int) -> None:

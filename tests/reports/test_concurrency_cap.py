@@ -47,6 +47,15 @@ def test_semaphore_takes_renews_and_frees_slots(settings, redis_conn):
     assert semaphore.acquire(kind="sales_summary", task_id=5, attempt=1, lease_seconds=1)  # no cap
 
 
+def test_a_tasks_next_attempt_takes_over_the_slot_its_last_attempt_left(settings, redis_conn):
+    """Attempt n is claimed only after attempt n-1 ended: a slot n-1 never released is stale."""
+    settings.REPORT_KIND_CONCURRENCY = {"probe": 1}
+    assert semaphore.acquire(kind="probe", task_id=7, attempt=1, lease_seconds=60)
+    assert semaphore.acquire(kind="probe", task_id=7, attempt=2, lease_seconds=60)
+    assert set(semaphore.holders("probe")) == {"7:2"}
+    assert not semaphore.acquire(kind="probe", task_id=70, attempt=1, lease_seconds=60)  # "70:" is not "7:"
+
+
 def test_a_claim_without_a_slot_waits_in_the_room_and_a_release_wakes_it(settings, redis_conn):
     from reports.services import CAP_REASON, ClaimDeferred, claim_task
 
