@@ -169,9 +169,19 @@ REAPER_INTERVAL = env_int("REAPER_INTERVAL", 5, minimum=1)
 RQ_RESULT_TTL = env_int("RQ_RESULT_TTL", 600, minimum=0)
 RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
 
-HTTP_EXPORT_URL = env_str("HTTP_EXPORT_URL", "http://127.0.0.1:8000/report/demo/orders.json")
-HTTP_EXPORT_ALLOWED_HOSTS = env_list("HTTP_EXPORT_ALLOWED_HOSTS", "127.0.0.1,localhost")
-HTTP_EXPORT_TIMEOUT = env_float("HTTP_EXPORT_TIMEOUT", 10.0, minimum=0.1)
+# The embedded single-machine setup (`manage.py up` with no REDIS_URL: its own redis-server): only
+# there does this site serve its demo JSON and may http_export fetch it. Any deployment that names
+# its Redis is not a demo unless DEMO_SETUP=true says so.
+DEMO_SETUP = env_bool("DEMO_SETUP", not env_str("REDIS_URL"))
+# http_export's outbound policy (reports/outbound.py): only `host` (its scheme's default port) or
+# `host:port` entries; an address that is not public (loopback, private, link-local, metadata) is
+# fetched only when the allowlist names that address itself. Empty outside the demo setup.
+_DEMO_SOURCE = "127.0.0.1:8000"
+HTTP_EXPORT_URL = env_str("HTTP_EXPORT_URL", f"http://{_DEMO_SOURCE}/report/demo/orders.json" if DEMO_SETUP else "")
+HTTP_EXPORT_ALLOWED_HOSTS = env_list("HTTP_EXPORT_ALLOWED_HOSTS", _DEMO_SOURCE if DEMO_SETUP else "")
+HTTP_EXPORT_TIMEOUT = env_float("HTTP_EXPORT_TIMEOUT", 10.0, minimum=0.1)  # connect, and each read
+HTTP_EXPORT_DEADLINE = env_float("HTTP_EXPORT_DEADLINE", 30.0, minimum=0.1)  # the whole fetch
+HTTP_EXPORT_MAX_BYTES = env_int("HTTP_EXPORT_MAX_BYTES", 10 * 1024 * 1024, minimum=1)
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
@@ -340,8 +350,10 @@ def _positive_int(value: str) -> int:
 
 # Per-kind default queue, overriding each kind's default_priority ("http_export=low").
 REPORT_KIND_PRIORITIES = _kind_map("REPORT_KIND_PRIORITIES", _priority)
-# At most N running tasks of a kind across all workers ("probe=2,http_export=4"); unset = no cap.
+# At most N running tasks of a kind across all workers ("probe=2,http_export=4").
 REPORT_KIND_CONCURRENCY = _kind_map("REPORT_KIND_CONCURRENCY", _positive_int)
+# Every other kind's cap, so no client's flood of one kind takes every worker; 0 = uncapped.
+REPORT_KIND_DEFAULT_CONCURRENCY = env_int("REPORT_KIND_DEFAULT_CONCURRENCY", 4, minimum=0)
 REPORT_BATCH_MAX_ITEMS = env_int("REPORT_BATCH_MAX_ITEMS", 10_000, minimum=1)
 # Larger batches are enqueued by one job on the high queue rather than inside the request.
 REPORT_BATCH_INLINE_ENQUEUE_MAX = env_int("REPORT_BATCH_INLINE_ENQUEUE_MAX", 1000, minimum=0)

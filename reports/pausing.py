@@ -11,7 +11,6 @@ they are ordinary tasks again, so a lost resume enqueue is recovered by the reap
 import logging
 from functools import partial
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -109,7 +108,7 @@ def parked_task_ids(candidates: list[tuple[int, int, str, int]]) -> set[int]:
     concurrency cap's waiting room: a freed slot (or the reaper loop's wake_all) wakes them, so
     the reaper does not deliver them again and again. (Paused kinds are left out of the
     reaper's scan altogether.)"""
-    if not candidates or not settings.REPORT_KIND_CONCURRENCY:
+    if not candidates or not semaphore.any_capped():
         return set()
     kinds = dict(ReportTask.objects.filter(pk__in=[row[0] for row in candidates]).values_list("pk", "kind"))
     parked: set[int] = set()

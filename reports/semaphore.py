@@ -16,16 +16,24 @@ import time
 from django.conf import settings
 
 from reports import queueing
+from reports.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 
 PRIORITY_RANK = {"high": 0, "default": 1, "low": 2}
 
-# KEYS[1] holders; ARGV: member, limit, lease seconds. 1 = slot held (new or renewed), 0 = full.
+# KEYS[1] holders; ARGV: member, limit, lease seconds, the task's member prefix. 1 = slot held (new
+# or renewed), 0 = full. A claim of attempt n means attempt n-1 has ended (the claim's UPDATE
+# matched only then), so a slot the task's earlier attempt still holds is stale and goes first.
 _ACQUIRE = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if member ~= ARGV[1] and string.sub(member, 1, #ARGV[4]) == ARGV[4] then
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], t + tonumber(ARGV[3]), ARGV[1])
   redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 60)
@@ -49,7 +57,19 @@ return members
 
 
 def limit_for(kind: str) -> int | None:
-    return settings.REPORT_KIND_CONCURRENCY.get(kind)
+    """The kind's cap: its REPORT_KIND_CONCURRENCY entry, else the default (None: uncapped)."""
+    return settings.REPORT_KIND_CONCURRENCY.get(kind, settings.REPORT_KIND_DEFAULT_CONCURRENCY or None)
+
+
+def any_capped() -> bool:
+    return bool(settings.REPORT_KIND_CONCURRENCY or settings.REPORT_KIND_DEFAULT_CONCURRENCY)
+
+
+def capped_kinds() -> set[str]:
+    names = set(settings.REPORT_KIND_CONCURRENCY)
+    if settings.REPORT_KIND_DEFAULT_CONCURRENCY:
+        names |= set(KINDS)
+    return names
 
 
 def holders_key(kind: str) -> str:
@@ -74,7 +94,8 @@ def acquire(*, kind: str, task_id: int, attempt: int, lease_seconds: float) -> b
     if limit is None:
         return True
     conn = queueing.redis_connection()
-    return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), holder(task_id, attempt), limit, lease_seconds))
+    member = holder(task_id, attempt)
+    return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), member, limit, lease_seconds, f"{task_id}:"))
 
 
 def release(*, kind: str, task_id: int, attempt: int) -> None:
@@ -132,7 +153,7 @@ def release_and_wake(*, kind: str, task_id: int, attempt: int) -> None:
 
 def wake_all() -> int:
     """For the reaper loop: slots freed by expired leases (killed workers) wake their waiters."""
-    return sum(wake(kind) for kind in settings.REPORT_KIND_CONCURRENCY)
+    return sum(wake(kind) for kind in capped_kinds())
 
 
 def holders(kind: str) -> dict[str, float]:

@@ -83,7 +83,8 @@ def task_paths() -> dict:
                     "422": error(
                         "Invalid kind, params, priority or idempotency key (named in `field`; for "
                         "params, the kind's own parameter). Also what the schema cannot state: a "
-                        "`url` whose host is not in HTTP_EXPORT_ALLOWED_HOSTS, a `date_to` before "
+                        "`url` outside the outbound policy (its host:port not in HTTP_EXPORT_ALLOWED_HOSTS, "
+                        "a non-public address not named there, userinfo, a backslash), a `date_to` before "
                         "`date_from`, params over 64 KiB."
                     ),
                 },

@@ -215,8 +215,26 @@ def choice(params: dict[str, Any], field: str, options: Sequence[str], default: 
     return value
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV Injection"); a
+# leading tab or carriage return hides one from the eye but not from every importer.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def neutralise_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows but never evaluates: text that would start a formula gets a
+    leading apostrophe. Numbers are left alone (a negative number stays a number), and so is text
+    that is only a number ("-5"), which no spreadsheet runs."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def write_table(path_stem: Path, fmt: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
-    """Write rows as CSV or XLSX atomically: readers see the whole file or none."""
+    """Write rows as CSV or XLSX atomically: readers see the whole file or none. Every cell, the
+    header too, goes through neutralise_cell: the values come from clients and remote sources."""
+    header = [neutralise_cell(name) for name in header]
+    rows = ([neutralise_cell(value) for value in row] for row in rows)
     path = path_stem.with_suffix(f".{fmt}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=f".{fmt}")
@@ -230,9 +248,9 @@ def write_table(path_stem: Path, fmt: str, header: Sequence[str], rows: Iterable
             os.close(fd)
             workbook = Workbook(write_only=True)
             sheet = workbook.create_sheet("report")
-            sheet.append(list(header))
+            sheet.append(header)
             for row in rows:
-                sheet.append(list(row))
+                sheet.append(row)
             workbook.save(tmp_name)
         os.replace(tmp_name, path)
     except BaseException:

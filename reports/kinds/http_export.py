@@ -1,11 +1,12 @@
-"""Fetches JSON over HTTP and tabulates it; its network errors are the natural transient failures."""
+"""Fetches JSON over HTTP and tabulates it; its network errors are the natural transient failures.
+What it may fetch, and how, is reports/outbound.py's policy, checked at submit and again before
+every fetch (a replay runs under today's allowlist, not the one the task was submitted under)."""
 
 import json
-from urllib.parse import urlsplit
 
-import requests
 from django.conf import settings
 
+from reports import outbound
 from reports.errors import InvalidParams, PermanentError
 from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
 
@@ -19,9 +20,12 @@ class HttpExport(ReportKind):
         Param(
             "url",
             "string",
-            default=lambda: settings.HTTP_EXPORT_URL,
+            default=lambda: settings.HTTP_EXPORT_URL or None,
             max_length=2000,
-            description="http(s) URL of a JSON answer; only hosts in HTTP_EXPORT_ALLOWED_HOSTS (others: 422)",
+            description=(
+                "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS, "
+                "public addresses unless the allowlist names the address (others: 422)"
+            ),
             schema_extra=lambda: {"format": "uri"},
         ),
         Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
@@ -33,34 +37,45 @@ class HttpExport(ReportKind):
             description="dotted path to the list of records in the answer (e.g. data.items)",
         ),
     )
-
     def validate(self, params):
         reject_unknown(params, {"url", "format", "records_path"})
         url = params.get("url", settings.HTTP_EXPORT_URL)
         if not isinstance(url, str) or len(url) > 2000:
             raise InvalidParams("url", "must be a URL string")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidParams("url", "must be an http(s) URL")
-        # Workers sit inside the network: only configured hosts, never an arbitrary fetch.
-        if parts.hostname not in settings.HTTP_EXPORT_ALLOWED_HOSTS:
-            raise InvalidParams("url", f"host {parts.hostname!r} is not in HTTP_EXPORT_ALLOWED_HOSTS")
+        if not url:
+            raise InvalidParams("url", "is required (no default source, HTTP_EXPORT_URL, is configured)")
+        # A name that does not resolve during the submit is checked again before the fetch.
+        checked = self._check(url, must_resolve=False)
         records_path = params.get("records_path", "")
         if not isinstance(records_path, str) or len(records_path) > 200:
             raise InvalidParams("records_path", "must be a dotted path string")
         return {
-            "url": url,
+            "url": checked.target.url,
             "format": choice(params, "format", ("csv", "xlsx"), "csv"),
             "records_path": records_path,
         }
 
-    def generate(self, params, ctx: RunContext):
-        response = requests.get(params["url"], timeout=settings.HTTP_EXPORT_TIMEOUT)
-        response.raise_for_status()
+    def _check(self, url: str, *, must_resolve: bool) -> outbound.CheckedUrl:
         try:
-            data = response.json()
-        except ValueError:
-            raise PermanentError(f"{params['url']} did not answer JSON") from None
+            return outbound.check_url(
+                url,
+                allowed_hosts=settings.HTTP_EXPORT_ALLOWED_HOSTS,
+                must_resolve=must_resolve,
+            )
+        except outbound.UrlRefused as exc:
+            raise InvalidParams("url", str(exc)) from None
+
+    def generate(self, params, ctx: RunContext):
+        body = outbound.fetch(
+            self._check(params["url"], must_resolve=True),
+            timeout=settings.HTTP_EXPORT_TIMEOUT,
+            deadline=settings.HTTP_EXPORT_DEADLINE,
+            max_bytes=settings.HTTP_EXPORT_MAX_BYTES,
+        )
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+            raise PermanentError("the source did not answer JSON") from None
         for key in filter(None, params["records_path"].split(".")):
             if not isinstance(data, dict) or key not in data:
                 raise PermanentError(f"records_path: {key!r} not found in the response")

@@ -12,7 +12,7 @@ class Probe(ReportKind):
     title = "Probe (canary)"
 
     params = (
-        Param("sleep_seconds", "number", default=0, minimum=0, maximum=3600, description="seconds to sleep first"),
+        Param("sleep_seconds", "number", default=0, minimum=0, maximum=600, description="seconds to sleep first"),
         Param(
             "fail_attempts",
             "integer",

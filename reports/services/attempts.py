@@ -101,7 +101,7 @@ def _claim_lean(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | Cla
     now = timezone.now()
     lease_until = now + timedelta(seconds=lease_seconds)
     claim = dict(task_id=task_id, attempt=attempt, worker=worker, now=now, lease_until=lease_until)
-    if not settings.REPORT_KIND_CONCURRENCY:
+    if not semaphore.any_capped():
         task = attempt_sql.claim(**claim, in_transaction=False)
         return task if task is not None else _why_not_claimed(task_id, attempt)
     with transaction.atomic():

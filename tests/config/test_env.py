@@ -42,6 +42,15 @@ def _settings_with(env_overrides: dict, tmp_path) -> dict:
 
 def test_the_settings_module_reads_many_variables():
     assert {"DATABASE_URL", "REDIS_URL", "REPORT_MAX_ATTEMPTS", "ALLOWED_HOSTS"} <= set(SETTING_NAMES)
+    assert {
+        "DEMO_SETUP",
+        "HTTP_EXPORT_URL",
+        "HTTP_EXPORT_ALLOWED_HOSTS",
+        "HTTP_EXPORT_TIMEOUT",
+        "HTTP_EXPORT_DEADLINE",
+        "HTTP_EXPORT_MAX_BYTES",
+        "REPORT_KIND_DEFAULT_CONCURRENCY",
+    } <= set(SETTING_NAMES)
 
 
 def test_every_blank_variable_gives_the_same_settings_as_an_unset_one(tmp_path):
@@ -94,3 +103,14 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         "False",
         "None",
     )
+
+
+def test_naming_a_redis_ends_the_demo_setup_and_its_outbound_allowlist(tmp_path):
+    embedded = _settings_with({}, tmp_path)
+    deployed = _settings_with({"REDIS_URL": "redis://redis.internal:6379/0"}, tmp_path)
+    forced = _settings_with({"REDIS_URL": "redis://redis.internal:6379/0", "DEMO_SETUP": "true"}, tmp_path)
+    assert (embedded["DEMO_SETUP"], deployed["DEMO_SETUP"], forced["DEMO_SETUP"]) == ("True", "False", "True")
+    assert embedded["HTTP_EXPORT_ALLOWED_HOSTS"] == "['127.0.0.1:8000']"
+    assert embedded["HTTP_EXPORT_URL"] == "'http://127.0.0.1:8000/report/demo/orders.json'"
+    assert deployed["HTTP_EXPORT_ALLOWED_HOSTS"] == "[]"
+    assert deployed["HTTP_EXPORT_URL"] == "''"

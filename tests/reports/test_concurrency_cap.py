@@ -47,6 +47,15 @@ def test_semaphore_takes_renews_and_frees_slots(settings, redis_conn):
     assert semaphore.acquire(kind="sales_summary", task_id=5, attempt=1, lease_seconds=1)  # no cap
 
 
+def test_a_tasks_next_attempt_takes_over_the_slot_its_last_attempt_left(settings, redis_conn):
+    """Attempt n is claimed only after attempt n-1 ended: a slot n-1 never released is stale."""
+    settings.REPORT_KIND_CONCURRENCY = {"probe": 1}
+    assert semaphore.acquire(kind="probe", task_id=7, attempt=1, lease_seconds=60)
+    assert semaphore.acquire(kind="probe", task_id=7, attempt=2, lease_seconds=60)
+    assert set(semaphore.holders("probe")) == {"7:2"}
+    assert not semaphore.acquire(kind="probe", task_id=70, attempt=1, lease_seconds=60)  # "70:" is not "7:"
+
+
 def test_a_claim_without_a_slot_waits_in_the_room_and_a_release_wakes_it(settings, redis_conn):
     from reports.services import CAP_REASON, ClaimDeferred, claim_task
 
@@ -65,6 +74,24 @@ def test_a_claim_without_a_slot_waits_in_the_room_and_a_release_wakes_it(setting
     semaphore.release_and_wake(kind="probe", task_id=holder.pk, attempt=1)
     assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{waiter.pk}-1".encode()]
     assert claim_task(task_id=waiter.pk, attempt=1, worker="w2").status == TaskStatus.RUNNING
+
+
+def test_a_kind_without_its_own_cap_has_the_default_cap(settings, redis_conn):
+    from reports.services import CAP_REASON, ClaimDeferred, claim_task
+
+    settings.REPORT_KIND_CONCURRENCY = {"sales_summary": 3}
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 1
+    assert (semaphore.limit_for("probe"), semaphore.limit_for("sales_summary")) == (1, 3)
+    first = submit_task(kind="probe", params={}).task
+    second = submit_task(kind="probe", params={}).task
+
+    assert claim_task(task_id=first.pk, attempt=1, worker="w1").status == TaskStatus.RUNNING
+    assert claim_task(task_id=second.pk, attempt=1, worker="w2") == ClaimDeferred(CAP_REASON)
+    semaphore.release_and_wake(kind="probe", task_id=first.pk, attempt=1)
+    assert claim_task(task_id=second.pk, attempt=1, worker="w2").status == TaskStatus.RUNNING
+
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
+    assert semaphore.limit_for("probe") is None
 
 
 def test_cap_is_never_exceeded_and_a_killed_workers_slot_is_released_by_its_lease(

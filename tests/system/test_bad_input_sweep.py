@@ -3,10 +3,16 @@
 Each request must get a 4xx and leave every row as it was (nothing written, nothing changed).
 Hypothesis generates wrong types, unknown fields, out-of-range numbers and odd JSON shapes; the
 explicit cases cover invalid UTF-8, 1 MB strings, 10,000-deep nesting, negative and 10**30
-numbers, NaN, and the wrong Content-Type.
+numbers, NaN, and the wrong Content-Type. The outbound URL forms an SSRF tries (backslash, userinfo,
+IPv6, decimal/octal/short IPs, a name resolving to 127.0.0.1, other ports, the metadata address,
+file://) are refused at submit, in batches and in edited replays; a redirect, seen only when an
+allowed source answers, ends the attempt without a second request.
 """
 
 import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import Client
@@ -14,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deadletters.models import Alert, AuditEntry, BulkAction, DeadLetter
+from reports.jobs import HandedOver, run_kind
 from reports.kinds import KINDS
 from reports.models import PausedKind, Priority, ReportBatch, ReportTask, TaskAttempt
 from tests.conftest import make_death
@@ -70,9 +77,9 @@ not_a_dict = json_values.filter(lambda v: not isinstance(v, dict))
 not_a_bool = json_values.filter(lambda v: not isinstance(v, bool))
 bad_sleep = st.one_of(
     st.integers(max_value=-1),
-    st.integers(min_value=3601),
+    st.integers(min_value=601),  # a canary sleeps at most ten minutes
     st.floats(max_value=-1e-9, allow_infinity=False, allow_nan=False),
-    st.floats(min_value=3600.001, allow_infinity=False, allow_nan=False),
+    st.floats(min_value=600.001, allow_infinity=False, allow_nan=False),
     json_values.filter(lambda v: isinstance(v, bool) or not isinstance(v, int | float)),
 )
 bad_fail_attempts = st.one_of(
@@ -151,6 +158,8 @@ RAW_CASES = [
 ]
 NUMBER_CASES = [
     {"kind": "probe", "params": {"sleep_seconds": -1}},
+    {"kind": "probe", "params": {"sleep_seconds": 601}},
+    {"kind": "probe", "params": {"sleep_seconds": 3600}},
     {"kind": "probe", "params": {"sleep_seconds": 10**30}},
     {"kind": "probe", "params": {"sleep_seconds": -(10**30)}},
     {"kind": "probe", "params": {"fail_attempts": -5}},
@@ -378,3 +387,127 @@ def test_console_bulk_forms_refuse_bad_input(admin_client, dead_task, step, labe
 def test_console_kind_forms_refuse_bad_input(admin_client, url, data):
     before = snapshot()
     assert_rejected(post_form(admin_client, url, data), before, url[:80])
+
+
+# --- outbound URLs (http_export, SSRF) -----------------------------------------------------------
+
+SOURCE_PORT = 18080  # the one allowed source; nothing needs to listen there: these never get a request
+NAME_PORT = 18081  # allowed for the name localhost, not for its address
+SSRF_URLS = [
+    ("backslash", "http://evil.example\\@127.0.0.1:{port}/"),
+    ("userinfo", "http://evil.example@127.0.0.1:{port}/"),
+    ("userinfo with password", "http://u:p@127.0.0.1:{port}/"),
+    ("host after userinfo", "http://127.0.0.1:{port}@evil.example/"),
+    ("IPv6 loopback", "http://[::1]:{port}/"),
+    ("IPv4-mapped IPv6", "http://[::ffff:127.0.0.1]:{port}/"),
+    ("decimal IP", "http://2130706433:{port}/"),
+    ("octal IP", "http://0177.0.0.1:{port}/"),
+    ("hex IP", "http://0x7f.0.0.1:{port}/"),
+    ("short IP", "http://127.1:{port}/"),
+    ("name resolving to 127.0.0.1", "http://localhost:{name_port}/"),
+    ("other port (Redis)", "http://127.0.0.1:6379/"),
+    ("other port (ssh)", "http://127.0.0.1:22/"),
+    ("default port", "http://127.0.0.1/"),
+    ("metadata address", "http://169.254.169.254/latest/meta-data/"),
+    ("file", "file:///etc/passwd"),
+    ("gopher", "gopher://127.0.0.1:{port}/_INFO"),
+    ("space", "http://127.0.0.1:{port}/a b"),
+    ("CRLF", "http://127.0.0.1:{port}/\r\nHost: evil.example"),
+    ("tab in host", "http://127.0.0.1\t:{port}/"),
+    ("non-ASCII", "http://127.0.0.1:{port}/ü"),
+    ("empty", ""),
+]
+
+
+@pytest.fixture
+def one_allowed_source(settings):
+    # localhost is allowed by name, but it resolves to loopback, which only a listed address may be.
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"127.0.0.1:{SOURCE_PORT}", f"localhost:{NAME_PORT}"]
+
+
+@pytest.mark.parametrize("label,url", SSRF_URLS, ids=[c[0] for c in SSRF_URLS])
+def test_submit_batch_and_edited_replay_refuse_urls_outside_the_outbound_policy(
+    token_client, admin_client, one_allowed_source, label, url
+):
+    url = url.format(port=SOURCE_PORT, name_port=NAME_PORT)
+    letter = make_death(kind="http_export")
+    body = {"kind": "http_export", "params": {"url": url}}
+    before = snapshot()
+    assert_rejected(post_json(token_client, "/report/task/submit", body), before, f"submit: {label}")
+    batch = {"items": [{"kind": "probe"}, body]}
+    assert_rejected(post_json(token_client, "/report/batch/submit", batch), before, f"batch: {label}")
+    edit = {"params": json.dumps({"url": url})}
+    response = post_form(admin_client, f"/console/dead-letters/{letter.pk}/replay/edit/", edit)
+    assert_rejected(response, before, f"edited replay: {label}")
+
+
+def test_an_allowed_source_that_redirects_gets_no_second_request(token_client, settings, not_http_listener):
+    """A redirect is only seen when the source answers: the attempt dies without following it."""
+    redirector = _redirector(f"http://127.0.0.1:{not_http_listener.port}/")
+    try:
+        settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"127.0.0.1:{redirector.server_port}"]
+        url = f"http://127.0.0.1:{redirector.server_port}/"
+        response = post_json(token_client, "/report/task/submit", {"kind": "http_export", "params": {"url": url}})
+        assert response.status_code == 201
+        task = ReportTask.objects.get(public_id=response.json()["task_id"])
+        task.attempt = 1
+        result = run_kind(HandedOver.of(task))
+    finally:
+        redirector.shutdown()
+        redirector.server_close()
+    assert (result.status, result.failure.retriable) == ("failed", False)
+    assert "redirect (HTTP 302)" in result.failure.message
+    assert not_http_listener.connections == 0
+
+
+class Redirector(BaseHTTPRequestHandler):
+    location = ""
+
+    def do_GET(self):
+        self.send_response(302)
+        self.send_header("Location", self.location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _redirector(location: str) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("To", (Redirector,), {"location": location}))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
+class CountingListener:
+    """A listening port that counts who connects (the redirect's target)."""
+
+    def __init__(self):
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(0.1)
+        self.port = self.socket.getsockname()[1]
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:  # the accept timeout included
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(5)
+        self.socket.close()
+
+
+@pytest.fixture
+def not_http_listener():
+    listener = CountingListener()
+    yield listener
+    listener.close()
