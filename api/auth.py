@@ -69,7 +69,7 @@ def authenticate(request, *, permission: str | None, scope: str | None = None) -
         if token is None:
             raise ApiError(401, "invalid or revoked API token", headers=BEARER_CHALLENGE)
         if scope and not token.has_scope(scope):
-            raise ApiError(403, f"this API token lacks the scope {scope!r}")
+            raise ApiError(403, f"this API token lacks the scope '{scope}'")
         return ApiClient(kind="token", name=token.name, token=token)
 
     user = getattr(request, "user", None)
