@@ -71,20 +71,3 @@ def test_each_reader_treats_blank_as_unset(monkeypatch, reader, default):
     monkeypatch.setenv("X_TEST_VAR", "   ")
     assert reader() == default
 
-
-@pytest.mark.parametrize(
-    ("raw", "rate"),
-    [("600/minute", (600, 60)), ("10/s", (10, 1)), ("5000 / hour", (5000, 3600)), ("2/days", (2, 86400)), ("off", None)],
-)
-def test_a_rate_is_a_count_per_period(monkeypatch, raw, rate):
-    monkeypatch.setenv("API_SUBMIT_RATE", raw)
-    assert env.env_rate("API_SUBMIT_RATE", "600/minute") == rate
-
-
-@pytest.mark.parametrize("raw", ["600", "0/minute", "-1/minute", "10/ms", "ten/minute", "10/fortnight"])
-def test_a_bad_rate_fails_at_start_up_with_its_name(monkeypatch, raw):
-    from django.core.exceptions import ImproperlyConfigured
-
-    monkeypatch.setenv("API_SUBMIT_RATE", raw)
-    with pytest.raises(ImproperlyConfigured, match="API_SUBMIT_RATE"):
-        env.env_rate("API_SUBMIT_RATE", "600/minute")
