@@ -70,4 +70,3 @@ def test_each_reader_treats_blank_as_unset(monkeypatch, reader, default):
     assert reader() == default
     monkeypatch.setenv("X_TEST_VAR", "   ")
     assert reader() == default
-
