@@ -1,8 +1,12 @@
 """Who is calling: a bearer API token, or a console (staff) session with CSRF.
 
-`api_endpoint` wraps every API view: method check, authentication, permission, CSRF for
-session POSTs (never for bearer-token POSTs: a token is not sent by browsers on their own),
-and turns ApiError into the JSON error format.
+`api_endpoint` wraps every API view: method check, authentication, the token's scope or the session
+user's permission, CSRF for session POSTs (never for bearer-token POSTs: a token is not sent by
+browsers on their own), and turns ApiError into the JSON error format.
+
+A token without the operator scope sees only its own tasks, batches and dead letters
+(`ApiClient.owner_filter`); another client's answer 404, as an unknown id does, so a token cannot
+even learn that they exist.
 """
 
 from dataclasses import dataclass
@@ -14,6 +18,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 
 from api.errors import ApiError, api_error_response
+from reports.kinds import get_kind
 from reports.models import ApiToken
 from reports.tokens import authenticate_token
 
@@ -32,6 +37,16 @@ class ApiClient:
     def actor(self) -> str:
         return f"token:{self.name}" if self.kind == "token" else self.name
 
+    @property
+    def is_operator(self) -> bool:
+        """Sessions are staff (their permissions decide); tokens need the operator scope."""
+        return self.token is None or self.token.is_operator
+
+    @property
+    def owner_filter(self) -> ApiToken | None:
+        """The owner every task, batch and dead letter this client reads must have; None: anyone's."""
+        return None if self.is_operator else self.token
+
 
 class _CsrfCheck(CsrfViewMiddleware):
     def _reject(self, request, reason):
@@ -44,7 +59,7 @@ def _csrf_failure(request) -> str | None:
     return check.process_view(request, None, (), {})
 
 
-def authenticate(request, *, permission: str | None) -> ApiClient:
+def authenticate(request, *, permission: str | None, scope: str | None = None) -> ApiClient:
     header = request.headers.get("Authorization")
     if header is not None:
         scheme, _, raw = header.partition(" ")
@@ -53,6 +68,8 @@ def authenticate(request, *, permission: str | None) -> ApiClient:
         token = authenticate_token(raw.strip())
         if token is None:
             raise ApiError(401, "invalid or revoked API token", headers=BEARER_CHALLENGE)
+        if scope and not token.has_scope(scope):
+            raise ApiError(403, f"this API token lacks the scope '{scope}'")
         return ApiClient(kind="token", name=token.name, token=token)
 
     user = getattr(request, "user", None)
@@ -73,8 +90,21 @@ def authenticate(request, *, permission: str | None) -> ApiClient:
     return ApiClient(kind="session", name=user.get_username(), user=user)
 
 
-def api_endpoint(*, methods: tuple[str, ...], permission: str | None = None, public: bool = False):
-    """Decorate an API view; `permission` applies to session users (tokens have full API access)."""
+def refuse_operator_only_kinds(client: ApiClient, kinds) -> None:
+    """The probe is an operator's canary: a token without the operator scope may not submit it
+    (whatever the batch it hides in). Unknown kinds are left to validation (a 422)."""
+    if client.is_operator:
+        return
+    for kind in kinds:
+        report_kind = get_kind(kind) if isinstance(kind, str) else None
+        if report_kind is not None and report_kind.operator_only:
+            raise ApiError(403, f"the {kind} kind needs an API token with the operator scope", "kind")
+
+
+def api_endpoint(
+    *, methods: tuple[str, ...], scope: str | None = None, permission: str | None = None, public: bool = False
+):
+    """Decorate an API view; `scope` is what a token needs, `permission` what a session user needs."""
 
     def decorate(view):
         @wraps(view)
@@ -87,7 +117,7 @@ def api_endpoint(*, methods: tuple[str, ...], permission: str | None = None, pub
                         headers={"Allow": ", ".join(methods)},
                     )
                 if not public:
-                    request.api_client = authenticate(request, permission=permission)
+                    request.api_client = authenticate(request, permission=permission, scope=scope)
                 response = view(request, *args, **kwargs)
             except ApiError as exc:
                 response = api_error_response(exc)

@@ -4,18 +4,18 @@ Same authentication and error format as the task endpoints (api/tasks.py); a rej
 `errors`: one entry per bad item, `{"index": i, "field": f, "error": msg}`, and nothing is written.
 """
 
-import uuid
-
 from django.conf import settings
 from django.http import JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint
+from api.auth import api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
 from api.request_body import idempotency_key, iso, read_json_object
+from api.submit_budget import submit_budget
 from deadletters.links import batch_url
 from reports.batches import BatchConflict, BatchInvalid, batch_progress, submit_batch
-from reports.models import Priority, ReportBatch
+from reports.models import ApiScope, Priority, ReportBatch
+from reports.selectors import batch_by_api_id
 
 SUBMIT_FIELDS = {"items", "idempotency_key", "name", "priority"}
 
@@ -33,7 +33,7 @@ def batch_status_body(batch: ReportBatch) -> dict:
     }
 
 
-@api_endpoint(methods=("POST",))
+@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT)
 def batch_submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS, max_bytes=settings.REPORT_BATCH_MAX_BODY_BYTES)
     try:
@@ -46,14 +46,22 @@ def batch_submit(request):
     null_errors = _given_but_empty(data)
     if null_errors:
         return _invalid_items(null_errors)
+    client = request.api_client
+    items = data.get("items")
+    items = items if isinstance(items, list) else []
+    refuse_operator_only_kinds(client, [item.get("kind") for item in items if isinstance(item, dict)])
     try:
-        batch, created = submit_batch(
-            items=data.get("items"),
-            idempotency_key=key,
-            name=data.get("name", ""),
-            priority=data.get("priority"),
-            submitted_by=request.api_client.actor,
-        )
+        with submit_budget(client.token, cost=max(len(items), 1)) as charge:
+            batch, created = submit_batch(
+                items=data.get("items"),
+                idempotency_key=key,
+                name=data.get("name", ""),
+                priority=data.get("priority"),
+                submitted_by=client.actor,
+                owner=client.token,
+            )
+            if charge and not created:
+                charge.refund()
     except BatchInvalid as exc:
         return _invalid_items(exc.errors)
     except BatchConflict as exc:
@@ -93,13 +101,9 @@ def _given_but_empty(data: dict) -> list[dict]:
     return errors
 
 
-@api_endpoint(methods=("GET",), permission="reports.view_reporttask")
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="reports.view_reporttask")
 def batch_status(request, batch_id):
-    try:
-        public_id = uuid.UUID(batch_id)
-    except ValueError:
-        raise ApiError(404, "no such batch") from None
-    batch = ReportBatch.objects.filter(public_id=public_id).first()
+    batch = batch_by_api_id(batch_id, owner=request.api_client.owner_filter)
     if batch is None:
         raise ApiError(404, "no such batch")
     return JsonResponse(batch_status_body(batch))

@@ -14,6 +14,7 @@ from deadletters.filters import MAX_SEARCH_LENGTH
 from deadletters.links import dead_letter_url
 from deadletters.selectors.letters import message_preview, open_dead_letters_page
 from reports.kinds import KINDS
+from reports.models import ApiScope
 
 DEAD_LETTER_QUERY = {"kind", "fingerprint", "q", "cursor", "limit"}
 # Each as the OpenAPI document states it (api/openapi/tasks.py), so what it calls valid is served.
@@ -35,8 +36,9 @@ def _cursor(raw: str | None) -> Cursor | None:
         raise ApiError(400, "is not a cursor this API returned", "cursor") from None
 
 
-@api_endpoint(methods=("GET",), permission="deadletters.view_deadletter")
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="deadletters.view_deadletter")
 def dead_letters(request):
+    """Open dead letters: the client's own tasks', or everyone's for operator tokens and sessions."""
     for name in request.GET:
         if name not in DEAD_LETTER_QUERY:
             raise ApiError(400, f"unknown query parameter {name[:64]!r}", name[:64])
@@ -58,7 +60,12 @@ def dead_letters(request):
             raise ApiError(400, f"must be an integer from 1 to {settings.API_DEADLETTER_PAGE_MAX}", "limit")
         limit = int(raw_limit)
     page = open_dead_letters_page(
-        kind=kind, fingerprint=fingerprint, q=q, cursor=_cursor(query_param(request, "cursor")), limit=limit
+        kind=kind,
+        fingerprint=fingerprint,
+        q=q,
+        cursor=_cursor(query_param(request, "cursor")),
+        limit=limit,
+        owner=request.api_client.owner_filter,
     )
     results = [
         {

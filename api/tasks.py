@@ -4,13 +4,14 @@ render JSON. See api/openapi for the contract."""
 from django.http import FileResponse, JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint
+from api.auth import api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
 from api.request_body import check_present, idempotency_key, iso, read_json_object
+from api.submit_budget import submit_budget
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
 from reports.errors import InvalidParams
-from reports.models import Priority, ReportTask, TaskStatus
+from reports.models import ApiScope, Priority, ReportTask, TaskStatus
 from reports.outputs import output_path
 from reports.selectors import task_by_api_id
 from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task
@@ -19,27 +20,34 @@ SUBMIT_FIELDS = {"kind", "params", "priority", "idempotency_key"}
 REPLAY_FIELDS = {"reason"}
 
 
-def _task_or_404(task_id: str) -> ReportTask:
-    task = task_by_api_id(task_id)
+def _task_or_404(request, task_id: str) -> ReportTask:
+    """The task, if this client may see it: another client's is as unknown as a made-up id."""
+    task = task_by_api_id(task_id, owner=request.api_client.owner_filter)
     if task is None:
         raise ApiError(404, "no such task")
     return task
 
 
-@api_endpoint(methods=("POST",))
+@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT)
 def submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS)
     check_present(data, "params", lambda v: isinstance(v, dict), "must be a JSON object")
     check_present(data, "priority", lambda v: v in Priority.values, f"must be one of {', '.join(Priority.values)}")
     key = idempotency_key(request, data)
+    client = request.api_client
+    refuse_operator_only_kinds(client, [data.get("kind")])
     try:
-        result = submit_task(
-            kind=data.get("kind"),
-            params=data.get("params"),
-            priority=data.get("priority"),
-            idempotency_key=key,
-            submitted_by=request.api_client.actor,
-        )
+        with submit_budget(client.token, cost=1) as charge:
+            result = submit_task(
+                kind=data.get("kind"),
+                params=data.get("params"),
+                priority=data.get("priority"),
+                idempotency_key=key,
+                submitted_by=client.actor,
+                owner=client.token,
+            )
+            if charge and not result.created:
+                charge.refund()
     except InvalidParams as exc:
         raise ApiError(422, exc.message, exc.field) from None
     except IdempotencyConflict as exc:
@@ -54,9 +62,9 @@ def submit(request):
     return response
 
 
-@api_endpoint(methods=("GET",), permission="reports.view_reporttask")
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="reports.view_reporttask")
 def task_status(request, task_id):
-    task = _task_or_404(task_id)
+    task = _task_or_404(request, task_id)
     done = task.status == TaskStatus.DONE and bool(task.output_file)
     download = request.build_absolute_uri(reverse("api:task-output", args=[task.public_id]))
     return JsonResponse(
@@ -77,9 +85,9 @@ def task_status(request, task_id):
     )
 
 
-@api_endpoint(methods=("POST",), permission="deadletters.replay_deadletter")
+@api_endpoint(methods=("POST",), scope=ApiScope.REPLAY, permission="deadletters.replay_deadletter")
 def task_replay(request, task_id):
-    task = _task_or_404(task_id)
+    task = _task_or_404(request, task_id)
     data = read_json_object(request, allowed=REPLAY_FIELDS, required=False)
     reason = data.get("reason", "")
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
@@ -99,9 +107,9 @@ def task_replay(request, task_id):
     return JsonResponse({"ok": True})
 
 
-@api_endpoint(methods=("GET",), permission="reports.view_reporttask")
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="reports.view_reporttask")
 def task_output(request, task_id):
-    task = _task_or_404(task_id)
+    task = _task_or_404(request, task_id)
     if task.status != TaskStatus.DONE:
         raise ApiError(409, f"task {task.public_id} is {task.status}; its output exists once it is done")
     path = output_path(task)

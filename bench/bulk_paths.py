@@ -269,7 +269,8 @@ def child(step: str, argv: list[str]) -> None:
         from reports.tokens import create_api_token
 
         n = int(argv[0])
-        raw = create_api_token(name=f"bench-{time.time_ns()}")[1]
+        # The probe is operator-only; a fresh token's submit budget takes one batch of any size.
+        raw = create_api_token(name=f"bench-{time.time_ns()}", scopes=("submit", "operator"))[1]
         body = json.dumps({"items": [{"kind": "probe", "params": {"write_output": False}} for _ in range(n)]})
         client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
         queueing.redis_connection().flushall()

@@ -70,3 +70,24 @@ def env_float_list(name: str, default: str) -> tuple[float, ...]:
 def env_list(name: str, default: str) -> list[str]:
     raw = _raw(name) or default
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+
+RATE_PERIODS = {
+    **dict.fromkeys(("s", "sec", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+}
+
+
+def env_rate(name: str, default: str) -> tuple[int, int] | None:
+    """`N/minute` (second, minute, hour, day; also s, min, h, d) as (N, seconds); `off` is None."""
+    raw = (_raw(name) or default).strip().lower()
+    if raw == "off":
+        return None
+    count, _, unit = (part.strip() for part in raw.partition("/"))
+    period = RATE_PERIODS.get(unit)
+    if not count.isdigit() or int(count) < 1 or period is None:
+        raise ImproperlyConfigured(f"{name} must be like 600/minute (second, minute, hour, day) or off, got {raw!r}")
+    return int(count), period

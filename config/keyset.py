@@ -15,7 +15,8 @@ MAX_DB_ID = 2**63 - 1  # a bigint primary key: larger values would be a database
 COUNT_CAP = 1000
 DEFAULT_PAGE_SIZE = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_CURSOR_RE = re.compile(r"^(\d{1,19})-(\d{1,19})$")
+# ASCII digits only, the whole string (\d would take any script's digits; $ a trailing newline).
+_CURSOR_RE = re.compile(r"([0-9]{1,19})-([0-9]{1,19})")
 
 
 class InvalidCursor(ValueError):
@@ -33,7 +34,7 @@ class Cursor:
 
     @classmethod
     def decode(cls, raw: str) -> "Cursor":
-        match = _CURSOR_RE.match(raw or "")
+        match = _CURSOR_RE.fullmatch(raw or "")
         if not match:
             raise InvalidCursor(raw)
         micros, pk = int(match[1]), int(match[2])

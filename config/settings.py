@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_rate, env_str
 from config.secret_files import private_dir, private_file, read_or_create_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -291,6 +291,9 @@ API_DEADLETTER_PAGE_SIZE = env_int("API_DEADLETTER_PAGE_SIZE", 50, minimum=1)
 API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
 # last_used_at of an API token is written at most this often (seconds), not on every request.
 API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
+# Tasks each API token may submit (a batch of N counts N): (N, period seconds), or None for "off".
+# A full period's budget may be spent at once; past it, a submit waits (429, Retry-After).
+API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
 
 # --- Console ------------------------------------------------------------------
 # Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).

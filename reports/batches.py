@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from reports import queueing
 from reports.errors import InvalidParams
-from reports.models import BatchStatus, ReportBatch, ReportTask, TaskStatus
+from reports.models import ApiToken, BatchStatus, ReportBatch, ReportTask, TaskStatus
 from reports.services.submission import validate_idempotency_key, validate_submission
 from reports.signals import batch_completed_with_dead
 
@@ -111,9 +111,11 @@ def submit_batch(
     name: object = "",
     submitted_by: str = "",
     priority: object = None,
+    owner: ApiToken | None = None,
 ) -> tuple[ReportBatch, bool]:
     """Create a batch and its tasks in one transaction; enqueue them with one pipeline per queue
-    after commit. `priority` applies to items without their own. Returns (batch, created)."""
+    after commit. `priority` applies to items without their own; `owner` (the API client, None for
+    operators) owns the batch and its tasks, and its idempotency keys. Returns (batch, created)."""
     if not isinstance(name, str) or len(name) > NAME_MAX:
         raise BatchInvalid(
             [{"index": None, "field": "name", "error": f"must be text of at most {NAME_MAX} characters"}]
@@ -124,13 +126,13 @@ def submit_batch(
         raise BatchInvalid([{"index": None, "field": exc.field, "error": exc.message}]) from None
     cleaned = _clean_items(items, priority)
     if key:
-        existing = ReportBatch.objects.filter(idempotency_key=key).first()
+        existing = ReportBatch.objects.filter(owner=owner, idempotency_key=key).first()
         if existing is not None:
             return _idempotent_repeat(existing, cleaned), False
     try:
         with transaction.atomic():
             batch = ReportBatch.objects.create(
-                name=name, idempotency_key=key, submitted_by=submitted_by[:150], total=len(cleaned)
+                name=name, idempotency_key=key, submitted_by=submitted_by[:150], total=len(cleaned), owner=owner
             )
             _insert_tasks(batch, cleaned, submitted_by=submitted_by[:150])
             # robust: a Redis outage at commit is logged; the reaper enqueues the tasks later.
@@ -143,7 +145,7 @@ def submit_batch(
     except IntegrityError:
         if not key:
             raise
-        existing = ReportBatch.objects.filter(idempotency_key=key).first()
+        existing = ReportBatch.objects.filter(owner=owner, idempotency_key=key).first()
         if existing is None:
             raise
         return _idempotent_repeat(existing, cleaned), False
@@ -167,6 +169,7 @@ def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, s
         timeout_seconds=settings.REPORT_JOB_TIMEOUT,
         submitted_by=submitted_by,
         batch=batch,
+        owner_id=batch.owner_id,
     )
     fields = [f for f in ReportTask._meta.concrete_fields if not f.primary_key]
     shared = {

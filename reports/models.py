@@ -22,13 +22,44 @@ class BatchStatus(models.TextChoices):
     COMPLETED = "completed"
 
 
+class ApiScope(models.TextChoices):
+    SUBMIT = "submit"
+    READ = "read"
+    REPLAY = "replay"
+    # Widens the others to every client's tasks (and allows operator-only kinds such as the probe).
+    OPERATOR = "operator"
+
+
+def idempotency_constraints(prefix: str) -> list[models.UniqueConstraint]:
+    """An idempotency key is unique per owner. NULL never equals NULL in a unique index, so the
+    owner-less rows (console, shell) get a partial index of their own: one key, one row there too."""
+    return [
+        models.UniqueConstraint(
+            fields=["owner", "idempotency_key"],
+            condition=models.Q(owner__isnull=False),
+            name=f"{prefix}_idempotency_per_client",
+        ),
+        models.UniqueConstraint(
+            fields=["idempotency_key"],
+            condition=models.Q(owner__isnull=True),
+            name=f"{prefix}_idempotency_ownerless",
+        ),
+    ]
+
+
 class ReportBatch(models.Model):
     """Many tasks submitted together. Progress is counted from its tasks, never stored here."""
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=200, blank=True)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # Unique per owner (see Meta.constraints), so one client can neither learn nor squat another's keys.
+    # NULL when there is none: NULLs never collide in those unique indexes, "" would.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     submitted_by = models.CharField(max_length=150, blank=True)
+    # The API client that submitted it; None for the console and the shell (operators).
+    owner = models.ForeignKey(
+        "ApiToken", null=True, blank=True, on_delete=models.PROTECT, related_name="batches"
+    )
     total = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.OPEN)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -37,6 +68,7 @@ class ReportBatch(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"], name="batch_status_created")]
+        constraints = idempotency_constraints("batch")
 
     def __str__(self) -> str:
         return f"batch {self.public_id} ({self.status})"
@@ -63,9 +95,18 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # ApiScope values; reports/tokens.py chooses and checks them.
+    scopes = models.JSONField(default=list)
 
     def __str__(self) -> str:
         return f"API token {self.name} ({self.prefix}...)"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def is_operator(self) -> bool:
+        return ApiScope.OPERATOR in self.scopes
 
 
 class ReportTask(models.Model):
@@ -84,8 +125,13 @@ class ReportTask(models.Model):
     # attempts are attempts_before_run+1 .. max_attempts (its backoff ladder and its "k of N").
     attempts_before_run = models.PositiveIntegerField(default=0)
     timeout_seconds = models.PositiveIntegerField()
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # Unique per owner (see Meta.constraints), so one client can neither learn nor squat another's keys.
+    # NULL when there is none: NULLs never collide in those unique indexes, "" would.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     submitted_by = models.CharField(max_length=150, blank=True)
+    # The API client that submitted it (a batch's tasks share the batch's); None for the console and
+    # the shell. A token without the operator scope sees only its own tasks.
+    owner = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks")
     batch = models.ForeignKey(ReportBatch, null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
     last_error = models.TextField(blank=True)
     output_file = models.CharField(max_length=500, blank=True)
@@ -109,6 +155,7 @@ class ReportTask(models.Model):
             models.CheckConstraint(
                 condition=models.Q(attempt__lte=models.F("max_attempts")), name="task_attempt_within_budget"
             ),
+            *idempotency_constraints("task"),
         ]
 
     def __str__(self) -> str:

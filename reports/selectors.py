@@ -5,7 +5,7 @@ import uuid
 from django.db.models import Count
 from django.db.models.functions import Length, Substr
 
-from reports.models import Order, ReportTask, TaskStatus
+from reports.models import ApiToken, Order, ReportBatch, ReportTask, TaskStatus
 
 
 def demo_orders_sample(*, limit: int) -> list[dict]:
@@ -29,13 +29,35 @@ def task_status_counts() -> dict[str, int]:
     return counts
 
 
-def task_by_api_id(raw_id: str) -> ReportTask | None:
-    """The task an API path names by its public UUID; None for unknown or malformed ids."""
+def _uuid_or_none(raw_id: str) -> uuid.UUID | None:
     try:
-        public_id = uuid.UUID(str(raw_id))
+        return uuid.UUID(str(raw_id))
     except ValueError:
         return None
-    return ReportTask.objects.filter(public_id=public_id).first()
+
+
+def task_by_api_id(raw_id: str, *, owner: ApiToken | None = None) -> ReportTask | None:
+    """The task an API path names by its public UUID; None for unknown or malformed ids, and for
+    another client's task when `owner` is given (None: any task, for sessions and operator tokens)."""
+    public_id = _uuid_or_none(raw_id)
+    if public_id is None:
+        return None
+    qs = ReportTask.objects.filter(public_id=public_id)
+    return (qs.filter(owner=owner) if owner is not None else qs).first()
+
+
+def batch_by_api_id(raw_id: str, *, owner: ApiToken | None = None) -> ReportBatch | None:
+    """As task_by_api_id, for a batch."""
+    public_id = _uuid_or_none(raw_id)
+    if public_id is None:
+        return None
+    qs = ReportBatch.objects.filter(public_id=public_id)
+    return (qs.filter(owner=owner) if owner is not None else qs).first()
+
+
+def api_tokens() -> list[ApiToken]:
+    """Every API token, active and revoked, by name (only hashes of the secrets are stored)."""
+    return list(ApiToken.objects.order_by("name"))
 
 
 def tasks_matching(*, status: str = "", kind: str = "", batch_public_id=None):

@@ -1,4 +1,4 @@
-"""API token workflow: create (the raw token is shown once), revoke, authenticate.
+"""API token workflow: create (the raw token is shown once) with its scopes, list, revoke, authenticate.
 
 Only the SHA-256 of a token is stored. Authentication hashes what the client sent and
 looks the hash up by its unique index, so no comparison on the secret itself leaks timing.
@@ -13,10 +13,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reports.models import ApiToken
+from reports.models import ApiScope, ApiToken
 
 TOKEN_PREFIX = "rpt_"
 NAME_MAX = 100
+# A client that submits reports and fetches its own results; replay and operator are opt-in.
+DEFAULT_SCOPES = (ApiScope.SUBMIT, ApiScope.READ)
 
 
 class TokenNameTaken(Exception):
@@ -27,15 +29,29 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def create_api_token(*, name: str) -> tuple[ApiToken, str]:
+def clean_scopes(scopes) -> list[str]:
+    """The scopes in their canonical order; ValueError naming an unknown one or a lone operator."""
+    chosen = set(scopes)
+    unknown = sorted(chosen - set(ApiScope.values))
+    if unknown:
+        raise ValueError(f"unknown scope {unknown[0]!r}; the scopes are {', '.join(ApiScope.values)}")
+    if chosen == {ApiScope.OPERATOR}:
+        raise ValueError("operator widens submit, read and replay to every client's tasks; give at least one of them")
+    return [scope for scope in ApiScope.values if scope in chosen]
+
+
+def create_api_token(*, name: str, scopes=DEFAULT_SCOPES) -> tuple[ApiToken, str]:
     """Return the new token row and the raw token; the raw token is not kept anywhere."""
     name = name.strip()
     if not name or len(name) > NAME_MAX or not name.isprintable():
         raise ValueError(f"a token name is 1 to {NAME_MAX} printable characters")
+    scopes = clean_scopes(scopes)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
-            token = ApiToken.objects.create(name=name, token_hash=hash_token(raw), prefix=raw[:12])
+            token = ApiToken.objects.create(
+                name=name, token_hash=hash_token(raw), prefix=raw[:12], scopes=scopes
+            )
     except IntegrityError:
         raise TokenNameTaken(f"an API token named {name!r} already exists") from None
     return token, raw

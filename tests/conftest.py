@@ -351,10 +351,12 @@ def browser_login(page, username="operator", password="operator-pass-1", next_pa
 
 @pytest.fixture
 def api_token(db):
-    """A fresh active API token's raw value (as create_api_token prints it once)."""
+    """A fresh active API token's raw value (as create_api_token prints it once), with every scope
+    (operator included: it sees every task, as the tests' factories make owner-less ones)."""
+    from reports.models import ApiScope
     from reports.tokens import create_api_token
 
-    return create_api_token(name="test-client")[1]
+    return create_api_token(name="test-client", scopes=ApiScope.values)[1]
 
 
 @pytest.fixture

@@ -16,8 +16,10 @@ def openapi_document() -> dict:
             "version": "1.0.0",
             "description": (
                 "Submit report tasks, follow them, fetch their output, list and replay dead letters. "
-                "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token NAME`) "
-                "or a console session (staff; POSTs need the CSRF token). Every error is "
+                "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token NAME "
+                "--scope ...`; a token sees only its own tasks unless it has the `operator` scope; submits "
+                "are limited per token: 429 with Retry-After) or a console session (staff; POSTs need the "
+                "CSRF token). Every error is "
                 '`{"error": "...", "field": "..." | null}`.'
             ),
         },

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from api.openapi.common import IDEMPOTENCY_KEY, NO_NUL
+from api.openapi.common import FORBIDDEN, IDEMPOTENCY_KEY, NO_NUL, SUBMIT_FORBIDDEN, TOO_MANY, needs_scope
 
 SUBMIT_LINKS = {
     "status": {
@@ -54,6 +54,10 @@ def batch_paths() -> dict:
             "post": {
                 "operationId": "submitBatch",
                 "summary": "Submit many report tasks at once (all or nothing)",
+                "description": "Token scope `submit` (an item of the probe kind also needs `operator`); "
+                "sessions: staff. The batch and its tasks belong to the token; a batch of N counts N "
+                "against its submit budget. Idempotency keys are the token's own.",
+                "security": needs_scope("submit"),
                 "parameters": [
                     {
                         "name": "Idempotency-Key",
@@ -95,9 +99,11 @@ def batch_paths() -> dict:
                         "content": error["content"],
                     },
                     "401": error,
+                    "403": SUBMIT_FORBIDDEN,
                     "409": error,
                     "413": error,
                     "415": error,
+                    "429": TOO_MANY,
                     "422": {
                         "description": "Invalid items (all or nothing); `errors` lists each bad item by index. "
                         "Also what the schema cannot state, as for a single submit (a `url` host not "
@@ -111,6 +117,9 @@ def batch_paths() -> dict:
             "get": {
                 "operationId": "batchStatus",
                 "summary": "Progress of a batch, counted from its tasks",
+                "description": "Token scope `read` (own batches; every batch with `operator`; another "
+                "client's is a 404); sessions: `reports.view_reporttask`.",
+                "security": needs_scope("read"),
                 "parameters": [
                     {
                         "name": "batch_id",
@@ -122,7 +131,7 @@ def batch_paths() -> dict:
                 "responses": {
                     "200": {"description": "Progress", "content": {"application/json": {"schema": progress}}},
                     "401": error,
-                    "403": error,
+                    "403": FORBIDDEN,
                     "404": error,
                 },
             }

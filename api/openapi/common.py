@@ -16,9 +16,25 @@ def json_response(description: str, ref: str) -> dict:
 
 
 UNAUTHORIZED = error("No credentials, a malformed Authorization header, or an unknown or revoked token.")
-FORBIDDEN = error("Session user not staff or lacking the permission, or CSRF check failed (session POSTs).")
+FORBIDDEN = error(
+    "The token lacks this operation's scope; or the session user is not staff or lacks the permission, "
+    "or the CSRF check failed (session POSTs)."
+)
+SUBMIT_FORBIDDEN = error(
+    "The token lacks the `submit` scope, or submits an operator-only kind (`probe`, also inside a batch; "
+    "`field` is `kind`) without the `operator` scope; or the session user is not staff, or the CSRF check "
+    "failed (session POSTs)."
+)
+TOO_MANY = {
+    "description": "The token's submit budget (API_SUBMIT_RATE, 600 tasks a minute by default; a batch of N "
+    "counts N) is spent. Nothing was written; retry after `Retry-After` seconds.",
+    "headers": {
+        "Retry-After": {"description": "Seconds until the budget admits a submit again.", "schema": {"type": "integer"}}
+    },
+    "content": {"application/json": {"schema": _ERROR_REF}},
+}
 NOT_ALLOWED = error("Another HTTP method than the one documented for this path; see the Allow header.")
-NOT_FOUND = error("Unknown or malformed task id.")
+NOT_FOUND = error("Unknown or malformed task id, or another client's task (a token without `operator`).")
 TOO_LARGE = error("The body is over API_MAX_BODY_BYTES (256 KiB by default).")
 NOT_JSON = error("Content-Type is not application/json (UTF-8).")
 MALFORMED = error(
@@ -46,3 +62,9 @@ IDEMPOTENCY_KEY = {
     "different values is a 400. The same key with the same kind and params returns the first "
     "task (200); with others, 409.",
 }
+
+
+def needs_scope(scope: str) -> list[dict]:
+    """The operation's security requirement: a bearer token with `scope` (OpenAPI 3.1 role names), or a
+    console session (the permission in the operation's description)."""
+    return [{"bearerAuth": [scope]}, {"consoleSession": []}]

@@ -13,7 +13,14 @@ def components() -> dict:
             "bearerAuth": {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "rpt_... from create_api_token",
+                "description": (
+                    "rpt_... from `manage.py create_api_token NAME --scope ...`. Scopes: `submit` (submit "
+                    "tasks and batches), `read` (status, output, batch status, dead letters), `replay`; "
+                    "each limited to the token's own tasks and batches unless the token also has "
+                    "`operator`, which widens them to every client's and allows the probe kind. Default "
+                    "for a new token: submit, read. Each operation names the scope it needs; without it, "
+                    "403. Another client's task or batch is a 404, as an unknown one."
+                ),
             },
             "consoleSession": {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME},
         },

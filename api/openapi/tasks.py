@@ -10,11 +10,14 @@ from api.openapi.common import (
     NOT_ALLOWED,
     NOT_FOUND,
     NOT_JSON,
+    SUBMIT_FORBIDDEN,
     TASK_ID_PARAM,
     TOO_LARGE,
+    TOO_MANY,
     UNAUTHORIZED,
     error,
     json_response,
+    needs_scope,
 )
 from reports.kinds import KINDS
 
@@ -43,6 +46,10 @@ def task_paths() -> dict:
             "post": {
                 "operationId": "submitTask",
                 "summary": "Submit a report task",
+                "description": "Token scope `submit` (the probe kind also needs `operator`); sessions: staff. "
+                "The task belongs to the token: only it (and operator tokens) can read and replay it. "
+                "Idempotency keys are the token's own: another client's equal key is another key.",
+                "security": needs_scope("submit"),
                 "parameters": [
                     {
                         "name": "Idempotency-Key",
@@ -75,11 +82,12 @@ def task_paths() -> dict:
                         "and the `idempotency_key` field both given with different values."
                     ),
                     "401": UNAUTHORIZED,
-                    "403": FORBIDDEN,
+                    "403": SUBMIT_FORBIDDEN,
                     "405": NOT_ALLOWED,
-                    "409": error("The idempotency key was used for another kind or other params."),
+                    "409": error("The idempotency key was used (by this client) for another kind or other params."),
                     "413": TOO_LARGE,
                     "415": NOT_JSON,
+                    "429": TOO_MANY,
                     "422": error(
                         "Invalid kind, params, priority or idempotency key (named in `field`; for "
                         "params, the kind's own parameter). Also what the schema cannot state: a "
@@ -94,6 +102,9 @@ def task_paths() -> dict:
             "get": {
                 "operationId": "taskStatus",
                 "summary": "A task's state, attempts, last error and output",
+                "description": "Token scope `read` (own tasks; every task with `operator`); sessions: "
+                "`reports.view_reporttask`.",
+                "security": needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
                     "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS),
@@ -108,6 +119,9 @@ def task_paths() -> dict:
             "post": {
                 "operationId": "replayTask",
                 "summary": "Replay a dead task with a fresh attempt budget (runs once however often called)",
+                "description": "Token scope `replay` (own tasks; every task with `operator`); sessions: "
+                "`deadletters.replay_deadletter`.",
+                "security": needs_scope("replay"),
                 "parameters": [TASK_ID_PARAM],
                 "requestBody": {
                     "required": False,
@@ -133,6 +147,9 @@ def task_paths() -> dict:
             "get": {
                 "operationId": "taskOutput",
                 "summary": "Download the report file of a done task",
+                "description": "Token scope `read` (own tasks; every task with `operator`); sessions: "
+                "`reports.view_reporttask`.",
+                "security": needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
                     "200": {
@@ -141,7 +158,7 @@ def task_paths() -> dict:
                     },
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
-                    "404": error("Unknown task, or its output file is missing."),
+                    "404": error("Unknown task, another client's task, or its output file is missing."),
                     "405": NOT_ALLOWED,
                     "409": error("The task is not done yet."),
                 },
@@ -151,6 +168,9 @@ def task_paths() -> dict:
             "get": {
                 "operationId": "listDeadLetters",
                 "summary": "Open, not yet expired dead letters, newest first",
+                "description": "Token scope `read`: the letters of the token's own tasks; with `operator`, "
+                "everyone's. Sessions: `deadletters.view_deadletter` (everyone's).",
+                "security": needs_scope("read"),
                 "parameters": [
                     {
                         "name": "kind",

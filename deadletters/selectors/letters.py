@@ -183,9 +183,13 @@ def open_dead_letters_page(
     q: str = "",
     cursor: Cursor | None = None,
     limit: int = 50,
+    owner=None,
 ) -> KeysetPage:
-    """The API's list; `fingerprint` (or its start) and the search `q` work as the console's."""
+    """The API's list; `fingerprint` (or its start) and the search `q` work as the console's.
+    `owner` (an ApiToken) keeps only the letters of that client's tasks; None lists everyone's."""
     qs = DeadLetter.objects.filter(status=DeadLetterStatus.OPEN, expire_at__gt=timezone.now())
+    if owner is not None:
+        qs = qs.filter(task__owner=owner)
     if kind:
         qs = qs.filter(kind=kind)
     if fingerprint:

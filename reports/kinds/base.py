@@ -162,6 +162,8 @@ class ReportKind:
     name: ClassVar[str]
     title: ClassVar[str]
     default_priority: ClassVar[str] = "default"
+    # Only operators submit it (console, shell, API tokens with the operator scope).
+    operator_only: ClassVar[bool] = False
     # What the kind accepts; validate() checks params against it unless a kind overrides validate().
     params: ClassVar[tuple[Param, ...]] = ()
 

@@ -10,6 +10,8 @@ from reports.kinds.base import Param, ReportKind, RunContext, write_table
 class Probe(ReportKind):
     name = "probe"
     title = "Probe (canary)"
+    # It sleeps and fails on request: an API client must not be able to burn the workers with it.
+    operator_only = True
 
     params = (
         Param("sleep_seconds", "number", default=0, minimum=0, maximum=600, description="seconds to sleep first"),

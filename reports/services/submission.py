@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from reports import queueing
 from reports.errors import InvalidParams
 from reports.kinds import KINDS, get_kind
-from reports.models import Priority, ReportTask
+from reports.models import ApiToken, Priority, ReportTask
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +70,13 @@ def submit_task(
     priority: object = None,
     idempotency_key: object = None,
     submitted_by: str = "",
+    owner: ApiToken | None = None,
 ) -> SubmitResult:
+    """`owner`: the API client submitting; its idempotency keys are its own (None: console, shell)."""
     kind, cleaned, priority = validate_submission(kind=kind, params=params, priority=priority)
     key = validate_idempotency_key(idempotency_key)
     if key:
-        existing = ReportTask.objects.filter(idempotency_key=key).first()
+        existing = ReportTask.objects.filter(owner=owner, idempotency_key=key).first()
         if existing is not None:
             return _idempotent_repeat(existing, kind, cleaned)
     try:
@@ -87,13 +89,14 @@ def submit_task(
                 timeout_seconds=settings.REPORT_JOB_TIMEOUT,
                 idempotency_key=key,
                 submitted_by=submitted_by[:150],
+                owner=owner,
             )
             queueing.enqueue_next_attempt_on_commit(task)
     except IntegrityError:
         if not key:
             raise
         # Lost the race to a concurrent submit with the same key: theirs is the task.
-        existing = ReportTask.objects.filter(idempotency_key=key).first()
+        existing = ReportTask.objects.filter(owner=owner, idempotency_key=key).first()
         if existing is None:
             raise
         return _idempotent_repeat(existing, kind, cleaned)

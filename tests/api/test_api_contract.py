@@ -7,12 +7,15 @@ import uuid
 from datetime import datetime
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, get_resolver
 
 from api.openapi import openapi_document
+from api.submit_budget import charge_submit_budget
 from reports.models import ReportBatch, TaskStatus
+from reports.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
@@ -98,8 +101,12 @@ def world(db, media_root, django_user_model, api_token):
     media_root.mkdir(parents=True, exist_ok=True)
     (media_root / "out.csv").write_text("a,b\n1,2\n")
     staff = django_user_model.objects.create_user("plain-staff", password="pw-123456789", is_staff=True)
+    spent, spent_raw = create_api_token(name="spent-budget", scopes=("submit",))
+    charge_submit_budget(spent, cost=10 * settings.API_SUBMIT_RATE[0])
     return {
         "token": api_token,
+        "reader": create_api_token(name="reader", scopes=("read",))[1],
+        "spent": spent_raw,
         "done": make_task(status=TaskStatus.DONE, attempt=1, output_file="out.csv"),
         "gone": make_task(status=TaskStatus.DONE, attempt=1, output_file="gone.csv"),
         "running": make_task(status=TaskStatus.RUNNING, attempt=1),
@@ -132,6 +139,8 @@ def scenarios(world):
         ("post", "/report/task/submit", {"data": "x" * 300_000, **js}, "token"),
         ("post", "/report/task/submit", {"data": "{}", "content_type": "text/plain"}, "token"),
         ("post", "/report/task/submit", {"data": {"kind": "nope"}, **js}, "token"),
+        ("post", "/report/task/submit", {"data": {"kind": "probe"}, **js}, "reader"),
+        ("post", "/report/task/submit", {"data": {"kind": "sales_summary"}, **js}, "spent"),
         # status
         ("get", f"/report/task/{done.public_id}/status", {}, "token"),
         ("get", f"/report/task/{dead.public_id}/status", {}, "token"),
@@ -190,6 +199,8 @@ def scenarios(world):
         ),
         ("post", "/report/batch/submit", {"data": {"items": [], "extra": 1}, **js}, "token"),
         ("post", "/report/batch/submit", {"data": {"items": []}, **js}, None),
+        ("post", "/report/batch/submit", {"data": {"items": [{"kind": "sales_summary"}]}, **js}, "reader"),
+        ("post", "/report/batch/submit", {"data": {"items": [{"kind": "sales_summary"}]}, **js}, "spent"),
         ("post", "/report/batch/submit", {"data": "x" * 2_200_000, **js}, "token"),
         ("post", "/report/batch/submit", {"data": "{}", "content_type": "text/plain"}, "token"),
         ("get", f"/report/batch/{missing}/status", {}, "token"),
@@ -202,8 +213,8 @@ def scenarios(world):
 def call(world, method, path, kwargs, credentials):
     client = Client(enforce_csrf_checks=True)
     headers = {}
-    if credentials == "token":
-        headers["Authorization"] = f"Bearer {world['token']}"
+    if credentials in ("token", "reader", "spent"):
+        headers["Authorization"] = f"Bearer {world[credentials]}"
     elif credentials in ("staff", "staff-no-csrf"):
         client.force_login(world["staff"])
     kwargs = dict(kwargs)

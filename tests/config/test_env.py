@@ -71,6 +71,7 @@ def test_every_blank_variable_gives_the_same_settings_as_an_unset_one(tmp_path):
         (lambda: env.env_bool("X_TEST_VAR", True), True),
         (lambda: env.env_list("X_TEST_VAR", "a,b"), ["a", "b"]),
         (lambda: env.env_float_list("X_TEST_VAR", "1,2"), (1.0, 2.0)),
+        (lambda: env.env_rate("X_TEST_VAR", "600/minute"), (600, 60)),
     ],
 )
 def test_each_reader_treats_blank_as_unset(monkeypatch, reader, default):

@@ -278,7 +278,8 @@ def test_bad_filter_page_shows_what_was_typed_so_it_can_be_fixed(op_client):
 
 def test_list_tampered_cursor_is_ignored_with_a_notice(op_client):
     dead(error_message="still listed")
-    for cursor in ["abc", "99999999999999999999-1", "1-99999999999999999999", "-1-2", "%00"]:
+    crafted = ["%7B%22c%22%3A%220001-01-01T00%3A00%3A00%2B14%3A00%22%2C%22i%22%3A1%7D", "1-2%0A", "%D9%A1-2"]
+    for cursor in ["abc", "99999999999999999999-1", "1-99999999999999999999", "-1-2", "%00", *crafted]:
         response = op_client.get(f"/console/dead-letters/?cursor={cursor}")
         assert response.status_code == 200
         body = text(response)
