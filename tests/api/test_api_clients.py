@@ -163,7 +163,7 @@ def test_each_endpoint_needs_its_scope():
 
 
 def test_the_probe_needs_the_operator_scope_single_and_in_a_batch(alice):
-    probe = {"kind": "probe", "params": {"sleep_seconds": 3600}}
+    probe = {"kind": "probe", "params": {"sleep_seconds": 600}}
 
     single = post(alice, "/report/task/submit", probe)
     batch = post(alice, "/report/batch/submit", {"items": [SALES, probe]})

@@ -271,7 +271,7 @@ def test_edit_page_shows_the_error_and_the_kinds_params(op_client):
     assert "fail_attempts: must be an integer" in page
     table = page[page.index('class="table compact kind-params"') :]
     for name, type_label, allowed in [
-        ("sleep_seconds", "number", "0 to 3600"),
+        ("sleep_seconds", "number", "0 to 600"),
         ("fail_attempts", "integer", "0 to 1000"),
         ("fail_permanently", "true/false", ""),
     ]:
@@ -291,7 +291,7 @@ def test_edit_page_reports_every_invalid_field_at_once(op_client):
     errors = response.context["form"].errors["params"]
     assert errors == [
         "colour: unknown parameter",
-        "sleep_seconds: must be between 0 and 3600",
+        "sleep_seconds: must be between 0 and 600",
         "fail_attempts: must be an integer",
     ]
     assert "3 problems" in body(response)
