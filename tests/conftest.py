@@ -191,10 +191,10 @@ class WorkerProcess:
             raise AssertionError(f"worker {self.name} exited early:\n{self.output()}")
         return self
 
-    def kill(self, sig=signal.SIGKILL) -> None:
+    def kill(self, sig=signal.SIGKILL, timeout: float = 10) -> None:
         if self.process.poll() is None:
             os.kill(self.pid, sig)
-            self.process.wait(10)
+            self.process.wait(timeout)
 
     def stop(self) -> None:
         # The whole group: a parent killed earlier can leave its horse and scheduler behind.

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, connection
 from redis.exceptions import RedisError
 
@@ -223,7 +224,9 @@ class Chaos:
         else:
             # SQLite has no server side to cut: restart a worker (warm shutdown, new connections).
             worker = self.rng.choice(self.pool)
-            worker.kill(signal.SIGTERM)
+            # A warm shutdown finishes the running attempt and records it; on SQLite that record may
+            # wait for the write lock up to REPORT_WORKER_DB_TIMEOUT (30 s) under this much load.
+            worker.kill(signal.SIGTERM, timeout=settings.REPORT_WORKER_DB_TIMEOUT + 15)
             self.pool.remove(worker)
             self.note(f"SQLite: worker {worker.name} restarted (SIGTERM, warm shutdown)")
             self.supervise()
