@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis import Redis
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -111,7 +111,7 @@ class LoggedRetry(Retry):
     """redis-py's Retry, saying when a client loses its server, gets it back, or gives up."""
 
     def __init__(self, *, target: str, retries: int, backoff_cap: float):
-        super().__init__(ExponentialWithJitterBackoff(cap=backoff_cap, base=RETRY_BACKOFF_BASE), retries)
+        super().__init__(EqualJitterBackoff(cap=backoff_cap, base=RETRY_BACKOFF_BASE), retries)
         self.target = target
 
     def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):

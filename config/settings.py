@@ -136,11 +136,12 @@ JOB_SERIALIZER = "reports.queueing.JobSerializer"
 RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
 # Every Redis client comes from config.redis_client (plain URLs and redis+sentinel://), with these
 # timeouts and a bounded retry with exponential backoff that rides through a Sentinel failover
-# (about 25 s of retries with the defaults; a failover takes down-after-milliseconds plus a few s).
+# (10 retries, 0.2 s doubling up to 3 s with jitter: 10-21 s; a failover takes the sentinels'
+# down-after-milliseconds plus a few seconds).
 REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
 REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 15.0, minimum=0.1)
 REDIS_RETRY_ATTEMPTS = env_int("REDIS_RETRY_ATTEMPTS", 10, minimum=0)
-REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 5.0, minimum=0.01)
+REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 3.0, minimum=0.01)
 # /readyz gives each of its checks (database, Redis) at most this many seconds.
 READINESS_TIMEOUT = env_float("READINESS_TIMEOUT", 2.0, minimum=0.1)
 RQ_QUEUES = {
