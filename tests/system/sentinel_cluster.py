@@ -86,7 +86,8 @@ class SentinelCluster:
     def master_address(self) -> tuple[str, int] | None:
         for port in self.sentinel_ports:
             try:
-                host, master_port = redis.Redis(port=port, socket_timeout=1).sentinel_get_master_addr_by_name(SERVICE)
+                client = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+                host, master_port = client.sentinel_get_master_addr_by_name(SERVICE)
                 return host, int(master_port)
             except (redis.RedisError, TypeError):
                 continue

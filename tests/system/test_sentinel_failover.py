@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import pytest
 import requests
+from django.db import connection
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
@@ -157,6 +158,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
         prober.start()
 
         old_master = sentinel_cluster.master_address()
+        left = ReportTask.objects.exclude(status__in=(TaskStatus.DONE, TaskStatus.DEAD)).count()
         killed_at = timezone.now()
         kill_clock = time.monotonic()
         sentinel_cluster.kill_master()
@@ -186,7 +188,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
 
         # Nothing lost: every task submitted (before the kill and through the API during it) ended
         # as its kind says, within its attempt budget; no attempt was run twice in effect.
-        api_tasks = set(ReportTask.objects.filter(pk__in=prober.submitted).values_list("pk", flat=True))
+        api_tasks = set(ReportTask.objects.filter(public_id__in=prober.submitted).values_list("pk", flat=True))
         assert len(api_tasks) == len(set(prober.submitted))
         statuses = dict(ReportTask.objects.filter(pk__in=expected).values_list("pk", "status"))
         wrong = {pk: (label, statuses[pk]) for pk, label in expected.items()
@@ -216,8 +218,8 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
 
         with capsys.disabled():
             print(
-                f"\nfailover: master {old_master[0]}:{old_master[1]} SIGKILLed with {TASKS} tasks in flight "
-                f"on 2 workers; sentinels promoted {promoted[0]}:{promoted[1]}; first task completed "
+                f"\nfailover: master {old_master[0]}:{old_master[1]} SIGKILLed with {left} of {TASKS} tasks "
+                f"still to run on 2 workers ({connection.vendor}); sentinels promoted {promoted[0]}:{promoted[1]}; first task completed "
                 f"{failover_seconds:.2f}s after the kill; all {TASKS + len(api_tasks)} tasks finished "
                 f"{drained_seconds:.1f}s after it"
             )
