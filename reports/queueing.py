@@ -13,6 +13,7 @@ from django.db import transaction
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, Worker
+from rq.utils import now as rq_now
 
 from config import redis_client
 
@@ -186,6 +187,10 @@ def job_ids_waiting(priorities: Iterable[str]) -> set[str]:
     return waiting
 
 
+def _seconds_since(moment: datetime | None) -> int | None:
+    return None if moment is None else max(0, round((rq_now() - moment).total_seconds()))
+
+
 def queue_overview() -> dict:
     """Per queue: queued, scheduled, started, failed, deferred; workers alive. Never raises on a dead Redis."""
     try:
@@ -210,6 +215,8 @@ def queue_overview() -> dict:
                 "queues": ", ".join(worker.queue_names()),
                 "current_job": worker.get_current_job_id() or "",
                 "last_heartbeat": worker.last_heartbeat,
+                "heartbeat_age": _seconds_since(worker.last_heartbeat),
+                "host": f"{worker.hostname or '?'} pid {worker.pid or '?'}",
                 "successful": worker.successful_job_count,
                 "failed": worker.failed_job_count,
             }
