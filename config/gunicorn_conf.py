@@ -7,7 +7,7 @@ Every value comes from the environment, blank meaning the default, as for the Dj
 
 import os
 
-from config.env import env_float, env_int, env_list, env_str
+from config.env import env_int, env_list, env_str
 
 bind = env_list("WEB_BIND", "127.0.0.1:8000")
 # Sync workers: each request holds one process; 2 per core plus one is gunicorn's own advice.

@@ -14,6 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from config import redis_client
+from config.unavailable import RETRY_AFTER_SECONDS
 
 
 @never_cache
@@ -58,4 +59,7 @@ def readyz(request):
         passed = check()
         checks[name] = {"ok": passed, "ms": round((time.monotonic() - started) * 1000)}
     ready = all(check["ok"] for check in checks.values())
-    return JsonResponse({"status": "ready" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    response = JsonResponse({"status": "ready" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    if not ready:
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response

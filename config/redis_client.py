@@ -16,6 +16,8 @@ reach a log line: targets are logged with mask_url().
 
 import logging
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -107,40 +109,61 @@ def rq_queue_connection(url: str, *, socket_timeout: float) -> dict:
     }
 
 
+# While set (an HTTP request, see config.unavailable), calls retry at most this many times: a page
+# answers 503 within about a second instead of holding a web worker through a whole failover.
+retry_limit: ContextVar[int | None] = ContextVar("redis_retry_limit", default=None)
+
+
+@contextmanager
+def retries_at_most(limit: int):
+    token = retry_limit.set(limit)
+    try:
+        yield
+    finally:
+        retry_limit.reset(token)
+
+
 class LoggedRetry(Retry):
-    """redis-py's Retry, saying when a client loses its server, gets it back, or gives up."""
+    """redis-py's Retry loop, saying when a client loses its server, gets it back, or gives up."""
 
     def __init__(self, *, target: str, retries: int, backoff_cap: float):
         super().__init__(EqualJitterBackoff(cap=backoff_cap, base=RETRY_BACKOFF_BASE), retries)
         self.target = target
 
     def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        limit = self._retries
+        if (ceiling := retry_limit.get()) is not None:
+            limit = ceiling if limit < 0 else min(limit, ceiling)
+        self._backoff.reset()
         failures = 0
-        started = 0.0
-
-        def note_failure(error, *count):
-            nonlocal failures, started
-            failures += 1
-            if failures == 1:
-                started = time.monotonic()
-                logger.warning(
-                    "redis %s unreachable (%s: %s); reconnecting, up to %d retries",
-                    self.target, type(error).__name__, error, self._retries,
-                )
-            elif self._retries >= 0 and failures > self._retries:
-                logger.error(
-                    "redis %s: gave up after %d retries in %.1fs (%s: %s)",
-                    self.target, self._retries, time.monotonic() - started, type(error).__name__, error,
-                )
-            return fail(error, *count)
-
-        result = super().call_with_retry(do, note_failure, is_retryable, with_failure_count)
-        if failures:
-            logger.warning(
-                "redis %s reachable again after %d retries in %.1fs",
-                self.target, failures, time.monotonic() - started,
-            )
-        return result
+        started = time.monotonic()
+        while True:
+            try:
+                result = do()
+            except self._supported_errors as error:
+                if is_retryable and not is_retryable(error):
+                    raise
+                failures += 1
+                fail(error, failures) if with_failure_count else fail(error)
+                if 0 <= limit < failures:
+                    logger.error(
+                        "redis %s unreachable, gave up after %d retries in %.1fs (%s: %s)",
+                        self.target, limit, time.monotonic() - started, type(error).__name__, error,
+                    )
+                    raise error
+                if failures == 1:
+                    logger.warning(
+                        "redis %s unreachable (%s: %s); reconnecting, up to %d retries",
+                        self.target, type(error).__name__, error, limit,
+                    )
+                time.sleep(self._backoff.compute(failures))
+            else:
+                if failures:
+                    logger.warning(
+                        "redis %s reachable again after %d retries in %.1fs",
+                        self.target, failures, time.monotonic() - started,
+                    )
+                return result
 
 
 class LoggedSentinel(Sentinel):

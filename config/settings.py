@@ -142,6 +142,8 @@ REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
 REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 15.0, minimum=0.1)
 REDIS_RETRY_ATTEMPTS = env_int("REDIS_RETRY_ATTEMPTS", 10, minimum=0)
 REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 3.0, minimum=0.01)
+# Inside an HTTP request (0.1-0.2, 0.2-0.4, 0.4-0.8 s): then the page is a 503 with Retry-After.
+REDIS_WEB_RETRY_ATTEMPTS = env_int("REDIS_WEB_RETRY_ATTEMPTS", 3, minimum=0)
 # /readyz gives each of its checks (database, Redis) at most this many seconds.
 READINESS_TIMEOUT = env_float("READINESS_TIMEOUT", 2.0, minimum=0.1)
 RQ_QUEUES = {

@@ -1,16 +1,21 @@
 """A Redis outage or a failover in progress is a 503 with Retry-After, never a 500.
 
 Redis is only transport (the database is the truth), so a page or an API call that needed it can
-simply be tried again a few seconds later, once the client's bounded retries have given up.
+simply be tried again a few seconds later. Inside a request the Redis clients retry at most
+REDIS_WEB_RETRY_ATTEMPTS times (about a second), so a web worker answers 503 instead of waiting
+out a whole failover; background processes keep the longer REDIS_RETRY_ATTEMPTS.
 Console and API share this middleware and may not import each other, hence it lives here.
 """
 
 import logging
 
+from django.conf import settings
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from config import redis_client
 
 logger = logging.getLogger("config.redis")
 
@@ -23,7 +28,8 @@ class RedisUnavailableMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        return self.get_response(request)
+        with redis_client.retries_at_most(settings.REDIS_WEB_RETRY_ATTEMPTS):
+            return self.get_response(request)
 
     def process_exception(self, request, exception):
         if not isinstance(exception, (RedisConnectionError, RedisTimeoutError)):

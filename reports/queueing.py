@@ -104,20 +104,24 @@ def enqueue_attempt(
     return options["job_id"]
 
 
-def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
-    """Enqueue the task's next attempt once the current transaction commits (now, or at `at`).
+def on_commit_robust(func, /, *args, **kwargs) -> None:
+    """func(*args, **kwargs) once the current transaction commits; an error (a Redis outage at
+    commit time) is logged and swallowed, and the reaper enqueues later. Django 5.2 names a failed
+    robust callback by its __qualname__, which a functools.partial lacks: its error became a 500."""
+    call = partial(func, *args, **kwargs)
+    call.__qualname__ = getattr(func, "__qualname__", repr(func))
+    transaction.on_commit(call, robust=True)
 
-    robust: a Redis outage at commit time is logged, and the reaper enqueues the task later."""
-    transaction.on_commit(
-        partial(
-            enqueue_attempt,
-            task_id=task.pk,
-            attempt=task.attempt + 1,
-            priority=task.priority,
-            timeout=task.timeout_seconds,
-            at=at,
-        ),
-        robust=True,
+
+def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
+    """Enqueue the task's next attempt once the current transaction commits (now, or at `at`)."""
+    on_commit_robust(
+        enqueue_attempt,
+        task_id=task.pk,
+        attempt=task.attempt + 1,
+        priority=task.priority,
+        timeout=task.timeout_seconds,
+        at=at,
     )
 
 
@@ -150,7 +154,7 @@ def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
 def enqueue_attempts_on_commit(items: list[tuple[int, int, str, int]]) -> None:
     """enqueue_attempts_many once the current transaction commits (robust, as above)."""
     if items:
-        transaction.on_commit(partial(enqueue_attempts_many, items), robust=True)
+        on_commit_robust(enqueue_attempts_many, items)
 
 
 def enqueue_batch_fan_out(*, batch_id: int) -> str:
