@@ -3,6 +3,7 @@ later), and a Redis error that reaches a view is a JSON 503 with Retry-After, ne
 
 import json
 
+import pytest
 import redis
 from django.test import RequestFactory
 
@@ -13,6 +14,7 @@ from reports.models import ReportTask, TaskStatus
 from reports.reaper import reap_tasks
 
 
+@pytest.mark.django_db(transaction=True)  # the enqueue runs on commit: commits must happen
 def test_submit_while_redis_is_down_is_accepted_and_the_reaper_enqueues_it(token_client, settings):
     working = settings.REDIS_URL
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
