@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from config import redis_client
 from reports import queueing
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import submit_task
@@ -53,8 +54,11 @@ def sentinel_cluster(tmp_path, settings):
     (tmp_path / "sentinel").mkdir()
     cluster = SentinelCluster(tmp_path / "sentinel").start()
     settings.REDIS_URL = cluster.url
+    # As config/settings.py builds it from a Sentinel REDIS_URL (the workers' own settings do).
+    connection = redis_client.rq_queue_connection(cluster.url, socket_timeout=settings.REDIS_SOCKET_TIMEOUT)
     settings.RQ_QUEUES = {
-        name: {**config, "URL": cluster.url} for name, config in settings.RQ_QUEUES.items()
+        name: {**{key: value for key, value in config.items() if key != "URL"}, **connection}
+        for name, config in settings.RQ_QUEUES.items()
     }
     queueing._redis.cache_clear()
     yield cluster
