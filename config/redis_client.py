@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis import Redis
-from redis.backoff import EqualJitterBackoff
+from redis.backoff import EqualJitterBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -123,6 +123,12 @@ def retries_at_most(limit: int):
         retry_limit.reset(token)
 
 
+def describe(error: Exception) -> str:
+    """One short line: redis-py's MasterNotFoundError carries the repr of every sentinel client."""
+    text = str(error).split(" : <", 1)[0]
+    return f"{type(error).__name__}: {text[:200]}"
+
+
 class LoggedRetry(Retry):
     """redis-py's Retry loop, saying when a client loses its server, gets it back, or gives up."""
 
@@ -147,14 +153,14 @@ class LoggedRetry(Retry):
                 fail(error, failures) if with_failure_count else fail(error)
                 if 0 <= limit < failures:
                     logger.error(
-                        "redis %s unreachable, gave up after %d retries in %.1fs (%s: %s)",
-                        self.target, limit, time.monotonic() - started, type(error).__name__, error,
+                        "redis %s unreachable, gave up after %d retries in %.1fs (%s)",
+                        self.target, limit, time.monotonic() - started, describe(error),
                     )
                     raise error
                 if failures == 1:
                     logger.warning(
-                        "redis %s unreachable (%s: %s); reconnecting, up to %d retries",
-                        self.target, type(error).__name__, error, limit,
+                        "redis %s unreachable (%s); reconnecting, up to %d retries",
+                        self.target, describe(error), limit,
                     )
                 time.sleep(self._backoff.compute(failures))
             else:
@@ -208,7 +214,10 @@ def make_redis_client(
         return Redis.from_url(url, **options)
     sentinel = LoggedSentinel(
         list(target.sentinels),
+        # One question per sentinel per try: the master connection's retry is the only loop, so
+        # the budget above holds (redis-py's default would retry each sentinel 3 more times).
         sentinel_kwargs={
+            "retry": Retry(NoBackoff(), 0),
             "password": target.sentinel_password,
             "socket_connect_timeout": connect_timeout,
             "socket_timeout": connect_timeout,

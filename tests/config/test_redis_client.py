@@ -2,9 +2,11 @@
 
 import logging
 import threading
+import time
 
 import pytest
 import redis
+from redis.sentinel import MasterNotFoundError
 
 from config import redis_client
 from config.embedded_redis import free_port
@@ -86,3 +88,15 @@ def test_a_client_rides_out_a_restart_of_its_server(redis_server, caplog):
         restart.join()
     assert "unreachable" in caplog.text and "reachable again after" in caplog.text
     assert client.get("after-restart") == b"1"
+
+
+def test_a_sentinel_client_keeps_to_its_retry_budget_and_says_so_in_one_line(caplog):
+    url = f"redis+sentinel://:s3cret-pw@127.0.0.1:{free_port()},127.0.0.1:{free_port()}/mymaster/0"
+    client = redis_client.make_redis_client(url, retries=2, **RETRIES)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="config.redis"), pytest.raises(MasterNotFoundError):
+        client.ping()
+    # Three tries of two refused sentinels, 0.1-0.2 s apart: nobody else retries underneath.
+    assert time.monotonic() - started < 3
+    assert [len(record.getMessage()) < 300 for record in caplog.records] == [True, True]
+    assert "No master found for 'mymaster'" in caplog.text and "s3cret-pw" not in caplog.text
