@@ -8,7 +8,7 @@ machine out of rotation while it is 503. The body names each check and whether i
 import time
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -23,14 +23,23 @@ def healthz(request):
     return JsonResponse({"status": "ok"})
 
 
+def _select_one() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        return cursor.fetchone() == (1,)
+
+
 def _database_ok() -> bool:
     try:
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
+        if connection.vendor != "postgresql":
+            # No transaction: SQLite's IMMEDIATE mode would take the write lock for a probe.
+            return _select_one()
+        # The timeout is local to this transaction, so it cannot outlive the probe.
+        with transaction.atomic():
+            with connection.cursor() as cursor:
                 milliseconds = int(settings.READINESS_TIMEOUT * 1000)
                 cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(milliseconds)])
-            cursor.execute("SELECT 1")
-            return cursor.fetchone() == (1,)
+            return _select_one()
     except Exception:
         connection.close()  # a broken connection must not serve the next request
         return False

@@ -98,3 +98,14 @@ def test_readyz_names_what_failed_when_redis_is_down(gunicorn):
     assert ready.json()["checks"]["database"]["ok"] is True
     assert ready.json()["checks"]["redis"]["ok"] is False
     assert requests.get(f"{base}/healthz", timeout=10).status_code == 200
+
+
+def test_readyz_names_the_database_when_it_is_down(gunicorn):
+    base, _ = gunicorn(DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/nothing")
+
+    ready = requests.get(f"{base}/readyz", timeout=20)
+
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["database"]["ok"] is False
+    assert ready.json()["checks"]["redis"]["ok"] is True
+    assert "nobody" not in ready.text
