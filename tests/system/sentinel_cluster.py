@@ -93,6 +93,12 @@ class SentinelCluster:
                 continue
         return None
 
+    def cut_replication(self) -> None:
+        """Cut the replica off the master: its link is dropped and its reconnects fail (a wrong
+        masterauth), so whatever the master is written from now on exists only there."""
+        redis.Redis(port=self.replica_port, socket_timeout=2).config_set("masterauth", "cut-off")
+        redis.Redis(port=self.master_port, socket_timeout=2).client_kill_filter(_type="replica")
+
     def kill_master(self) -> None:
         process = self.processes["master"]
         process.kill()
