@@ -146,6 +146,8 @@ REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 3.0, minimum=0.01
 REDIS_WEB_RETRY_ATTEMPTS = env_int("REDIS_WEB_RETRY_ATTEMPTS", 3, minimum=0)
 # /readyz gives each of its checks (database, Redis) at most this many seconds.
 READINESS_TIMEOUT = env_float("READINESS_TIMEOUT", 2.0, minimum=0.1)
+# Load balancers probe each machine over plain HTTP: SECURE_SSL_REDIRECT must not answer them 301.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 RQ_QUEUES = {
     name: {
         **redis_client.rq_queue_connection(REDIS_URL, socket_timeout=REDIS_SOCKET_TIMEOUT),

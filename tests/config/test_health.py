@@ -35,3 +35,10 @@ def test_readyz_names_redis_when_it_is_down_and_leaks_no_address(client, db, set
 
 def test_probes_refuse_writes(client):
     assert client.post("/healthz").status_code == 405
+
+
+def test_probes_are_not_redirected_to_https(client, db, settings):
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/console/").status_code == 301
