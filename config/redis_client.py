@@ -150,7 +150,10 @@ class LoggedRetry(Retry):
                 if is_retryable and not is_retryable(error):
                     raise
                 failures += 1
-                fail(error, failures) if with_failure_count else fail(error)
+                if with_failure_count:
+                    fail(error, failures)
+                else:
+                    fail(error)
                 if 0 <= limit < failures:
                     logger.error(
                         "redis %s unreachable, gave up after %d retries in %.1fs (%s)",
