@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from config import redis_client
 from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_rate, env_str
 from config.secret_files import private_dir, private_file, read_or_create_secret
 
@@ -54,6 +55,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.unavailable.RedisUnavailableMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -132,8 +134,27 @@ REPORT_QUEUES = ("high", "default", "low")
 # pickled jobs of earlier releases, while RQ_ACCEPT_PICKLED_JOBS is on (README, "Upgrading").
 JOB_SERIALIZER = "reports.queueing.JobSerializer"
 RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
+# Every Redis client comes from config.redis_client (plain URLs and redis+sentinel://), with these
+# timeouts and a bounded retry with exponential backoff that rides through a Sentinel failover
+# (10 retries, 0.2 s doubling up to 3 s with jitter: 10-21 s; a failover takes the sentinels'
+# down-after-milliseconds plus a few seconds).
+REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
+REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 15.0, minimum=0.1)
+REDIS_RETRY_ATTEMPTS = env_int("REDIS_RETRY_ATTEMPTS", 10, minimum=0)
+REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 3.0, minimum=0.01)
+# Inside an HTTP request (0.1-0.2, 0.2-0.4, 0.4-0.8 s): then the page is a 503 with Retry-After.
+REDIS_WEB_RETRY_ATTEMPTS = env_int("REDIS_WEB_RETRY_ATTEMPTS", 3, minimum=0)
+# /readyz gives each of its checks (database, Redis) at most this many seconds.
+READINESS_TIMEOUT = env_float("READINESS_TIMEOUT", 2.0, minimum=0.1)
+# Load balancers probe each machine over plain HTTP: SECURE_SSL_REDIRECT must not answer them 301.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 RQ_QUEUES = {
-    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 360, "SERIALIZER": JOB_SERIALIZER} for name in REPORT_QUEUES
+    name: {
+        **redis_client.rq_queue_connection(REDIS_URL, socket_timeout=REDIS_SOCKET_TIMEOUT),
+        "DEFAULT_TIMEOUT": 360,
+        "SERIALIZER": JOB_SERIALIZER,
+    }
+    for name in REPORT_QUEUES
 }
 # rqworker (and `manage.py up`) start our worker class unless --worker-class says otherwise: the
 # worker process claims each attempt, heartbeats its lease and records its outcome.
@@ -261,6 +282,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        "config": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
         "reports": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
         "deadletters": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
         "console": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},

@@ -4,10 +4,14 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from config import health
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
     # Browsers ask for /favicon.ico whatever the page says; the file lives with the other assets.
     path("favicon.ico", RedirectView.as_view(url=static("img/favicon.ico"), permanent=True)),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("report/", include("reports.urls")),
     path("report/", include("api.urls")),

@@ -7,7 +7,6 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -137,11 +136,11 @@ def submit_batch(
             _insert_tasks(batch, cleaned, submitted_by=submitted_by[:150])
             # robust: a Redis outage at commit is logged; the reaper enqueues the tasks later.
             if batch.total <= settings.REPORT_BATCH_INLINE_ENQUEUE_MAX:
-                transaction.on_commit(partial(enqueue_batch_tasks, batch_id=batch.pk), robust=True)
+                queueing.on_commit_robust(enqueue_batch_tasks, batch_id=batch.pk)
             else:
                 # RQ spends ~0.1 ms of CPU per job it creates: 10,000 would cost the client a
                 # second. One job on the high queue does the same pipelined enqueue instead.
-                transaction.on_commit(partial(queueing.enqueue_batch_fan_out, batch_id=batch.pk), robust=True)
+                queueing.on_commit_robust(queueing.enqueue_batch_fan_out, batch_id=batch.pk)
     except IntegrityError:
         if not key:
             raise

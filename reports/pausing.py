@@ -9,7 +9,6 @@ they are ordinary tasks again, so a lost resume enqueue is recovered by the reap
 """
 
 import logging
-from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -69,7 +68,7 @@ def resume_kind(*, kind: object) -> int:
         if not deleted:
             raise KindNotPaused(kind)
         waiting = waiting_count(kind)
-        transaction.on_commit(partial(enqueue_waiting, kind=kind), robust=True)
+        queueing.on_commit_robust(enqueue_waiting, kind=kind)
     logger.warning("report kind %s resumed; %s task(s) waiting", kind, waiting)
     return waiting
 

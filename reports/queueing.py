@@ -13,6 +13,9 @@ from django.db import transaction
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, Worker
+from rq.utils import now as rq_now
+
+from config import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +54,27 @@ def job_id_for(task_id: int, attempt: int) -> str:
     return f"report-{task_id}-{attempt}"
 
 
+def new_redis_connection(url: str | None = None, *, socket_timeout: float | None = None) -> Redis:
+    """A client of its own (own pool) on REDIS_URL, for a worker or a scheduler: RQ stretches a
+    worker's socket timeout past its BLPOP, which must not leak into the shared client."""
+    return redis_client.make_redis_client(
+        url or settings.REDIS_URL,
+        connect_timeout=settings.REDIS_CONNECT_TIMEOUT,
+        socket_timeout=socket_timeout or settings.REDIS_SOCKET_TIMEOUT,
+        retries=settings.REDIS_RETRY_ATTEMPTS,
+        backoff_cap=settings.REDIS_RETRY_BACKOFF_CAP,
+    )
+
+
 @cache
 def _redis(url: str) -> Redis:
     # One client (and pool) per process and URL; redis-py resets the pool after fork.
     # Timeouts: a Redis that silently drops packets must fail a page or a pass, not hang it.
-    return Redis.from_url(url, socket_connect_timeout=5, socket_timeout=15, health_check_interval=30)
+    return new_redis_connection(url)
 
 
 def redis_connection() -> Redis:
+    """The process's shared client: semaphores, locks, the alert rate limit, queues, the console."""
     return _redis(settings.REDIS_URL)
 
 
@@ -88,20 +104,24 @@ def enqueue_attempt(
     return options["job_id"]
 
 
-def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
-    """Enqueue the task's next attempt once the current transaction commits (now, or at `at`).
+def on_commit_robust(func, /, *args, **kwargs) -> None:
+    """func(*args, **kwargs) once the current transaction commits; an error (a Redis outage at
+    commit time) is logged and swallowed, and the reaper enqueues later. Django 5.2 names a failed
+    robust callback by its __qualname__, which a functools.partial lacks: its error became a 500."""
+    call = partial(func, *args, **kwargs)
+    call.__qualname__ = getattr(func, "__qualname__", repr(func))
+    transaction.on_commit(call, robust=True)
 
-    robust: a Redis outage at commit time is logged, and the reaper enqueues the task later."""
-    transaction.on_commit(
-        partial(
-            enqueue_attempt,
-            task_id=task.pk,
-            attempt=task.attempt + 1,
-            priority=task.priority,
-            timeout=task.timeout_seconds,
-            at=at,
-        ),
-        robust=True,
+
+def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
+    """Enqueue the task's next attempt once the current transaction commits (now, or at `at`)."""
+    on_commit_robust(
+        enqueue_attempt,
+        task_id=task.pk,
+        attempt=task.attempt + 1,
+        priority=task.priority,
+        timeout=task.timeout_seconds,
+        at=at,
     )
 
 
@@ -134,7 +154,7 @@ def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
 def enqueue_attempts_on_commit(items: list[tuple[int, int, str, int]]) -> None:
     """enqueue_attempts_many once the current transaction commits (robust, as above)."""
     if items:
-        transaction.on_commit(partial(enqueue_attempts_many, items), robust=True)
+        on_commit_robust(enqueue_attempts_many, items)
 
 
 def enqueue_batch_fan_out(*, batch_id: int) -> str:
@@ -171,6 +191,10 @@ def job_ids_waiting(priorities: Iterable[str]) -> set[str]:
     return waiting
 
 
+def _seconds_since(moment: datetime | None) -> int | None:
+    return None if moment is None else max(0, round((rq_now() - moment).total_seconds()))
+
+
 def queue_overview() -> dict:
     """Per queue: queued, scheduled, started, failed, deferred; workers alive. Never raises on a dead Redis."""
     try:
@@ -195,6 +219,8 @@ def queue_overview() -> dict:
                 "queues": ", ".join(worker.queue_names()),
                 "current_job": worker.get_current_job_id() or "",
                 "last_heartbeat": worker.last_heartbeat,
+                "heartbeat_age": _seconds_since(worker.last_heartbeat),
+                "host": f"{worker.hostname or '?'} pid {worker.pid or '?'}",
                 "successful": worker.successful_job_count,
                 "failed": worker.failed_job_count,
             }

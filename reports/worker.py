@@ -27,6 +27,8 @@ from django.db.backends.signals import connection_created
 from redis.exceptions import RedisError
 from rq.exceptions import InvalidJobOperation
 from rq.job import JobStatus
+from rq.scheduler import RQScheduler
+from rq.utils import ensure_job_list
 from rq.utils import now as rq_now
 from rq.worker import SimpleWorker, Worker, WorkerStatus
 
@@ -67,6 +69,16 @@ def _limit_statements(sender, connection, **kwargs) -> None:
             cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
 
 
+class ReportScheduler(RQScheduler):
+    """RQ's scheduler with its client from the project's factory, in whichever process it runs."""
+
+    @property
+    def connection(self):
+        if self._connection is None:
+            self._connection = queueing.new_redis_connection()
+        return self._connection
+
+
 _worker_pid = 0  # set in the worker process; its horses (and RQ's scheduler) are other pids
 REDIS_HEARTBEAT_SECONDS = 1.0
 
@@ -74,10 +86,14 @@ REDIS_HEARTBEAT_SECONDS = 1.0
 class _AttemptOwner:
     """What both workers share: claim before the job runs, record after it ended."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, queues, *args, **kwargs):
         # Whatever rqworker passes (django-rq defaults to pickle): our jobs are JSON.
         kwargs["serializer"] = settings.JOB_SERIALIZER
-        super().__init__(*args, **kwargs)
+        # django-rq's connection has no retry and no Sentinel logging: the worker, its queues and
+        # its scheduler use a client of the project's one factory (its own: RQ widens its timeout).
+        kwargs["connection"] = queueing.new_redis_connection()
+        queues = [queue if isinstance(queue, str) else queue.name for queue in ensure_job_list(queues)]
+        super().__init__(queues, *args, **kwargs)
         self._claim_failures = 0
         self._idle_in_redis = False
         self._recorder = AttemptRecorder()
@@ -88,6 +104,30 @@ class _AttemptOwner:
         connection_created.connect(_limit_statements, dispatch_uid="reports.worker.statement_timeout")
         self.attempt_worker_name = f"{self.name} pid {os.getpid()}"
         super().bootstrap(*args, **kwargs)
+
+    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None):
+        # rq.Worker's own, with our scheduler class: RQ rebuilds the scheduler's client in the
+        # forked process from pool kwargs, which a Sentinel client cannot be rebuilt from.
+        formats = {k: v for k, v in (("date_format", date_format), ("log_format", log_format)) if v}
+        self.scheduler = ReportScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            serializer=self.serializer,
+            **formats,
+        )
+        self.scheduler.acquire_locks()
+        if not self.scheduler.acquired_locks:
+            return
+        if not burst:
+            self.scheduler.start()
+            return
+        try:
+            self.scheduler.register_birth()
+            self.scheduler.enqueue_scheduled_jobs()
+        finally:
+            self.scheduler.release_locks()
+            self.scheduler.register_death()
 
     def heartbeat(self, timeout=None, pipeline=None):
         # RQ beats its worker key about three times a job, two round trips each; once a second

@@ -115,3 +115,32 @@ def test_naming_a_redis_ends_the_demo_setup_and_its_outbound_allowlist(tmp_path)
     assert embedded["HTTP_EXPORT_URL"] == "'http://127.0.0.1:8000/report/demo/orders.json'"
     assert deployed["HTTP_EXPORT_ALLOWED_HOSTS"] == "[]"
     assert deployed["HTTP_EXPORT_URL"] == "''"
+
+
+# Every variable config/gunicorn_conf.py (the production web server's settings) reads.
+WEB_SERVER_NAMES = sorted(
+    set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "gunicorn_conf.py").read_text()))
+)
+WEB_PROBE = """
+import json
+import config.gunicorn_conf as conf
+print(json.dumps({name: repr(value) for name, value in vars(conf).items() if not name.startswith("_")
+                  and isinstance(value, (str, int, float, list, type(None)))}))
+"""
+
+
+def test_every_blank_web_server_variable_gives_the_gunicorn_defaults(tmp_path):
+    assert {"WEB_BIND", "WEB_WORKERS", "WEB_TIMEOUT"} <= set(WEB_SERVER_NAMES)
+
+    def conf_with(overrides: dict) -> dict:
+        environ = {k: v for k, v in os.environ.items() if k not in WEB_SERVER_NAMES}
+        environ.update(overrides)
+        result = subprocess.run(
+            [sys.executable, "-c", WEB_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    unset = conf_with({})
+    assert conf_with({name: "" for name in WEB_SERVER_NAMES}) == unset
+    assert unset["bind"] == "['127.0.0.1:8000']" and unset["timeout"] == "60"

@@ -1,0 +1,59 @@
+"""The API while Redis is down or failing over: a submit is accepted (the reaper enqueues it
+later), and a Redis error that reaches a view is a JSON 503 with Retry-After, never a 500."""
+
+import json
+
+import pytest
+import redis
+from django.test import RequestFactory
+
+from config.embedded_redis import free_port
+from config.unavailable import RedisUnavailableMiddleware
+from reports import queueing
+from reports.models import ReportTask, TaskStatus
+from reports.reaper import reap_tasks
+
+
+@pytest.mark.django_db(transaction=True)  # the enqueue runs on commit: commits must happen
+def test_submit_while_redis_is_down_is_accepted_and_the_reaper_enqueues_it(token_client, settings):
+    working = settings.REDIS_URL
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    response = token_client.post(
+        "/report/task/submit", {"kind": "probe", "params": {}}, content_type="application/json"
+    )
+    assert response.status_code == 201, response.content[:500]
+    settings.REDIS_URL = working
+    settings.REPORT_REENQUEUE_AFTER = 0
+    task = ReportTask.objects.get(public_id=response.json()["task_id"])
+    assert task.status == TaskStatus.PENDING
+    assert queueing.job_states([queueing.job_id_for(task.pk, 1)]) == {queueing.job_id_for(task.pk, 1): None}
+
+    reap_tasks(use_lock=False)
+
+    assert queueing.job_id_for(task.pk, 1) in queueing.job_ids_waiting(settings.REPORT_QUEUES)
+
+
+def test_a_redis_error_in_an_api_view_is_a_json_503_with_retry_after():
+    error = _real_connection_error()
+    middleware = RedisUnavailableMiddleware(lambda request: None)
+
+    response = middleware.process_exception(RequestFactory().post("/report/task/submit"), error)
+
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) > 0
+    assert json.loads(response.content)["field"] is None
+    assert "broker" in json.loads(response.content)["error"]
+
+
+def test_other_errors_are_left_to_django():
+    middleware = RedisUnavailableMiddleware(lambda request: None)
+    assert middleware.process_exception(RequestFactory().get("/report/x"), ValueError("no")) is None
+
+
+def _real_connection_error() -> redis.ConnectionError:
+    client = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=None)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        return exc
+    raise AssertionError("a closed port answered")

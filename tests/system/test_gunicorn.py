@@ -1,0 +1,111 @@
+"""The production web server for real: gunicorn with config/gunicorn_conf.py on a free port,
+the test database and the test Redis, probed over HTTP as a load balancer and an operator would."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from config.embedded_redis import free_port
+from tests.conftest import BASE_DIR, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def gunicorn(subprocess_env, tmp_path):
+    started = []
+
+    def start(**env_overrides) -> tuple[str, Path]:
+        port = free_port()
+        log = tmp_path / f"gunicorn-{port}.log"
+        env = dict(subprocess_env(), WEB_BIND=f"127.0.0.1:{port}", WEB_WORKERS="2", **env_overrides)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn_conf", "config.wsgi"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append(process)
+        base = f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"gunicorn exited: {log.read_text()[-3000:]}")
+            try:
+                return requests.get(f"{base}/healthz", timeout=2).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        wait_until(answers, timeout=60, interval=0.2, message="gunicorn to answer /healthz")
+        return base, log
+
+    yield start
+    for process in started:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def test_gunicorn_serves_probes_and_the_console(gunicorn, operator):
+    base, log = gunicorn()
+
+    assert requests.get(f"{base}/healthz", timeout=10).json() == {"status": "ok"}
+    ready = requests.get(f"{base}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["status"] == "ready"
+    assert {name for name, check in ready.json()["checks"].items() if check["ok"]} == {"database", "redis"}
+
+    session = requests.Session()
+    login = session.get(f"{base}/console/login/", timeout=10)
+    assert login.status_code == 200
+    signed_in = session.post(
+        f"{base}/console/login/",
+        data={
+            "username": "operator",
+            "password": "operator-pass-1",
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+            "next": "/console/",
+        },
+        headers={"Referer": f"{base}/console/login/"},
+        timeout=10,
+    )
+    assert signed_in.status_code == 200 and signed_in.url == f"{base}/console/", signed_in.url
+    assert "Queues and workers" in signed_in.text
+    static = session.get(f"{base}/static/js/console.js", timeout=10)
+    assert static.status_code == 200
+
+    secret = "rpt_query-secret-never-logged"
+    session.get(f"{base}/console/dead-letters/?q={secret}", timeout=10)
+    wait_until(lambda: "/console/dead-letters/" in log.read_text(), timeout=10, message="the access log line")
+    assert secret not in log.read_text()
+
+
+def test_readyz_names_what_failed_when_redis_is_down(gunicorn):
+    base, _ = gunicorn(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", READINESS_TIMEOUT="0.5")
+
+    ready = requests.get(f"{base}/readyz", timeout=10)
+
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "unavailable"
+    assert ready.json()["checks"]["database"]["ok"] is True
+    assert ready.json()["checks"]["redis"]["ok"] is False
+    assert requests.get(f"{base}/healthz", timeout=10).status_code == 200
+
+
+def test_readyz_names_the_database_when_it_is_down(gunicorn):
+    base, _ = gunicorn(DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/nothing")
+
+    ready = requests.get(f"{base}/readyz", timeout=20)
+
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["database"]["ok"] is False
+    assert ready.json()["checks"]["redis"]["ok"] is True
+    assert "nobody" not in ready.text
