@@ -10,17 +10,9 @@ import re
 
 from django.views.debug import SafeExceptionReporterFilter
 
-MASK = "********************"
-_NETLOC_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.\-]*://[^:@/\s]*:)[^@/\s]+(?=@)", re.I)
-_SECRET_QUERY = re.compile(
-    r"(?P<head>[?&](?:access_token|token|sign|secret|password|passwd|api_key|key)=)[^&#\s]+", re.I
-)
+from config.masking import mask_url_secrets
 
-
-def mask_url_secrets(text: str) -> str:
-    """`text` with URL passwords (scheme://user:PASSWORD@host) and secret query values hidden."""
-    text = _NETLOC_PASSWORD.sub(lambda m: m["head"] + MASK, text)
-    return _SECRET_QUERY.sub(lambda m: m["head"] + MASK, text)
+__all__ = ["SafeSettingsFilter", "mask_url_secrets"]
 
 
 class SafeSettingsFilter(SafeExceptionReporterFilter):

@@ -26,6 +26,8 @@ from redis.backoff import EqualJitterBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from config.masking import mask_url_secrets
+
 logger = logging.getLogger("config.redis")
 
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
@@ -76,19 +78,8 @@ def parse_sentinel_url(url: str) -> SentinelTarget | None:
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password (and a sentinel_password) replaced by ***, for logs and pages."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    parts = urlsplit(f"x://{rest}")
-    userinfo, at, hostlist = parts.netloc.rpartition("@")
-    if at and ":" in userinfo:
-        userinfo = userinfo.split(":", 1)[0] + ":***"
-    query = "&".join(
-        f"{key}=***" if key.lower().endswith("password") else f"{key}={value}"
-        for key, _, value in (item.partition("=") for item in parts.query.split("&") if item)
-    )
-    return f"{scheme}://{userinfo}{at}{hostlist}{parts.path}" + (f"?{query}" if query else "")
+    """The URL with its password (and a sentinel_password) hidden, for logs and pages."""
+    return mask_url_secrets(url)
 
 
 def rq_queue_connection(url: str, *, socket_timeout: float) -> dict:

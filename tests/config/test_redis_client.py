@@ -10,6 +10,7 @@ from redis.sentinel import MasterNotFoundError
 
 from config import redis_client
 from config.embedded_redis import free_port
+from config.masking import MASK
 
 RETRIES = dict(connect_timeout=1.0, socket_timeout=2.0, backoff_cap=0.05)
 
@@ -40,9 +41,9 @@ def test_a_sentinel_url_without_its_service_name_is_refused(url):
 def test_passwords_are_masked():
     assert (
         redis_client.mask_url("redis+sentinel://u:s3cret@h1:26379,h2/mymaster/0?sentinel_password=abc&x=1")
-        == "redis+sentinel://u:***@h1:26379,h2/mymaster/0?sentinel_password=***&x=1"
+        == f"redis+sentinel://u:{MASK}@h1:26379,h2/mymaster/0?sentinel_password={MASK}&x=1"
     )
-    assert redis_client.mask_url("redis://:s3cret@h:6379/0") == "redis://:***@h:6379/0"
+    assert redis_client.mask_url("redis://:s3cret@h:6379/0") == f"redis://:{MASK}@h:6379/0"
     assert redis_client.mask_url("unix:///var/redis.sock?db=0") == "unix:///var/redis.sock?db=0"
 
 
@@ -62,7 +63,7 @@ def test_retries_are_bounded_and_logged_without_the_password(caplog):
     assert len(lines) == 2, lines
     assert "unreachable" in lines[0] and "up to 2 retries" in lines[0]
     assert "gave up after 2 retries" in lines[1]
-    assert "s3cret-pw" not in caplog.text and ":***@" in caplog.text
+    assert "s3cret-pw" not in caplog.text and f":{MASK}@" in caplog.text
 
 
 def test_a_request_scope_lowers_the_retry_budget(caplog):
