@@ -187,6 +187,40 @@ CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media/"
 ARCHIVE_DIR = Path(env_str("ARCHIVE_DIR", str(VAR_DIR / "archive")))
+# Report outputs ("default") and purge exports ("archive") go through Django's storage API: the
+# local disk by default; an S3-compatible bucket (django-storages) when workers and web run on
+# several machines. Objects stay private: downloads stream through the permission-checked views.
+REPORT_STORAGE = env_str("REPORT_STORAGE", "filesystem").strip().lower()
+AWS_STORAGE_BUCKET_NAME = env_str("AWS_STORAGE_BUCKET_NAME", "")
+AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL", "") or None
+AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME", "") or None
+AWS_ACCESS_KEY_ID = env_str("AWS_ACCESS_KEY_ID", "") or None  # None: boto3's own credential chain
+AWS_SECRET_ACCESS_KEY = env_str("AWS_SECRET_ACCESS_KEY", "") or None
+AWS_S3_ADDRESSING_STYLE = env_str("AWS_S3_ADDRESSING_STYLE", "path")
+AWS_LOCATION = env_str("AWS_LOCATION", "").strip("/")  # a key prefix inside the bucket
+AWS_DEFAULT_ACL = None
+AWS_QUERYSTRING_AUTH = True
+STORAGES = {"staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+if REPORT_STORAGE == "filesystem":
+    STORAGES["default"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    STORAGES["archive"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": ARCHIVE_DIR},
+    }
+elif REPORT_STORAGE == "s3":
+    if not AWS_STORAGE_BUCKET_NAME:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("REPORT_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
+    STORAGES["default"] = {"BACKEND": "storages.backends.s3.S3Storage"}
+    STORAGES["archive"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {"location": "/".join(filter(None, (AWS_LOCATION, "archive")))},
+    }
+else:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"REPORT_STORAGE must be filesystem or s3, got {REPORT_STORAGE!r}")
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"

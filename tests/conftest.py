@@ -71,6 +71,9 @@ def live_console_aggregates(settings):
 def media_root(tmp_path, settings):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.ARCHIVE_DIR = tmp_path / "archive"
+    if settings.REPORT_STORAGE == "filesystem":
+        archive = {**settings.STORAGES["archive"], "OPTIONS": {"location": settings.ARCHIVE_DIR}}
+        settings.STORAGES = {**settings.STORAGES, "archive": archive}
     return settings.MEDIA_ROOT
 
 
