@@ -11,6 +11,7 @@ from pathlib import Path
 import dj_database_url
 
 from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_str
+from config.storage import storages_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -200,27 +201,9 @@ AWS_S3_ADDRESSING_STYLE = env_str("AWS_S3_ADDRESSING_STYLE", "path")
 AWS_LOCATION = env_str("AWS_LOCATION", "").strip("/")  # a key prefix inside the bucket
 AWS_DEFAULT_ACL = None
 AWS_QUERYSTRING_AUTH = True
-STORAGES = {"staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
-if REPORT_STORAGE == "filesystem":
-    STORAGES["default"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
-    STORAGES["archive"] = {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": ARCHIVE_DIR},
-    }
-elif REPORT_STORAGE == "s3":
-    if not AWS_STORAGE_BUCKET_NAME:
-        from django.core.exceptions import ImproperlyConfigured
-
-        raise ImproperlyConfigured("REPORT_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
-    STORAGES["default"] = {"BACKEND": "storages.backends.s3.S3Storage"}
-    STORAGES["archive"] = {
-        "BACKEND": "storages.backends.s3.S3Storage",
-        "OPTIONS": {"location": "/".join(filter(None, (AWS_LOCATION, "archive")))},
-    }
-else:
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"REPORT_STORAGE must be filesystem or s3, got {REPORT_STORAGE!r}")
+STORAGES = storages_setting(
+    REPORT_STORAGE, archive_dir=ARCHIVE_DIR, bucket=AWS_STORAGE_BUCKET_NAME, location=AWS_LOCATION
+)
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
