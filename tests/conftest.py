@@ -272,10 +272,11 @@ def start_worker(subprocess_env, redis_conn, tmp_path, request):
     started: list[WorkerProcess] = []
 
     def start(
-        *, scheduler=True, queues=("high", "default", "low"), worker_class=None, **env_overrides
+        *, scheduler=True, queues=("high", "default", "low"), worker_class=None, name_prefix="test-worker",
+        **env_overrides,
     ) -> WorkerProcess:
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
-        name = f"test-worker-{next(_worker_numbers)}-{os.getpid()}"
+        name = f"{name_prefix}-{next(_worker_numbers)}-{os.getpid()}"
         worker = WorkerProcess(
             env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler, worker_class=worker_class
         )
