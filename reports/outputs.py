@@ -39,6 +39,12 @@ def scratch_dir(public_id: str, attempt: int):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def remove_scratch(public_id: str, attempt: int) -> None:
+    """A horse killed mid-report leaves its scratch directory behind; its worker removes it."""
+    for path in Path(tempfile.gettempdir()).glob(f"report-{public_id}-{attempt}-*"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def store_output(local_path, public_id: str, attempt: int) -> str:
     """Upload the kind's file under the attempt's prefix, streamed in chunks (S3: a multipart
     upload), and return the stored name the task row keeps."""

@@ -15,7 +15,7 @@ from rq.timeouts import JobTimeoutException
 from reports import jobs, semaphore
 from reports.errors import WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
-from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output
+from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
 from reports.services import FailureInfo, complete_task, record_attempt_failure, renew_lease
 from reports.workhorse import describe_exit
 
@@ -109,6 +109,8 @@ class AttemptRecorder:
         if self._with_retries("failure record", task, fail, tries=tries) is not None:
             # Nothing a failed attempt wrote is kept (a killed horse may leave a whole file).
             remove_attempt_output(str(task.public_id), task.attempt)
+            if result.status == ABANDONED:
+                remove_scratch(str(task.public_id), task.attempt)
 
     def _with_retries(self, what: str, task: ReportTask, step, tries: int = len(RETRY_DELAYS) + 1):
         for n in range(tries):

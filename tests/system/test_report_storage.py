@@ -11,7 +11,7 @@ from django.core.files.storage import storages
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.reaper import reap_tasks
 from reports.services import submit_task
-from tests.conftest import stored_names, wait_until
+from tests.conftest import horse_pid_of_running_attempt, stored_names, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,3 +118,24 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
         (2, AttemptOutcome.SUCCEEDED),
     ]
     assert outputs_of(done) == ["attempt-2/probe.csv"]
+
+
+def test_a_killed_horse_leaves_no_scratch_directory(start_worker, fast_retries, tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    start_worker(TMPDIR=scratch)
+    task = submit_task(kind="probe", params={"sleep_seconds": 30}).task
+    running = wait_until(
+        lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(), message="attempt 1"
+    )
+    wait_until(lambda: list(scratch.glob(f"report-{task.public_id}-1-*")), message="the horse's scratch directory")
+
+    os.kill(horse_pid_of_running_attempt(running), signal.SIGKILL)
+
+    wait_until(
+        lambda: running.attempts.filter(number=1, outcome=AttemptOutcome.ABANDONED).exists(),
+        message="the killed horse to be recorded",
+    )
+    wait_until(
+        lambda: not list(scratch.glob(f"report-{task.public_id}-1-*")), timeout=5, message="its scratch to go"
+    )
