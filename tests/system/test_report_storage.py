@@ -42,6 +42,18 @@ def s3_keys(report_storage, settings, request):
     return lambda prefix: [key.removeprefix(f"{location}/") for key in server.keys(f"{location}/{prefix}")]
 
 
+def freeze_between_heartbeats(worker, task) -> None:
+    """SIGSTOP the worker just after a heartbeat committed: frozen inside one, it would hold
+    SQLite's write lock and stall every other process, which no real partition does to them."""
+    lease = ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
+    wait_until(
+        lambda: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk) != lease,
+        interval=0.005,
+        message="a heartbeat",
+    )
+    os.kill(worker.pid, signal.SIGSTOP)
+
+
 @pytest.fixture
 def short_leases(fast_retries):
     fast_retries.REPORT_HEARTBEAT_SECONDS = 0.5
@@ -84,7 +96,7 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
     # The worker freezes while its horse finishes and uploads: the store holds a file the
     # database never heard of.
-    os.kill(stalled.pid, signal.SIGSTOP)
+    freeze_between_heartbeats(stalled, task)
     try:
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the horse's upload")
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
@@ -101,7 +113,7 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
     stalled = start_worker()
     task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
-    os.kill(stalled.pid, signal.SIGSTOP)
+    freeze_between_heartbeats(stalled, task)
     try:
         # Taken back before its horse wrote anything; the horse uploads afterwards.
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
