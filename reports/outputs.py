@@ -12,9 +12,12 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from botocore.exceptions import ClientError
 from django.core.exceptions import SuspiciousOperation
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, storages
+from storages.backends.s3 import S3Storage
+from storages.utils import clean_name, safe_join
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,8 @@ def open_output(name: str):
         return None
     storage = output_storage()
     try:
+        if isinstance(storage, S3Storage):
+            return _s3_body(storage, name)
         if not storage.exists(name):
             return None
         if isinstance(storage, FileSystemStorage) and not Path(storage.path(name)).is_file():
@@ -70,6 +75,18 @@ def open_output(name: str):
     except Exception:  # the store unreachable: logged, and the download says the file is missing
         logger.exception("could not open report file %s", name)
         return None
+
+
+def _s3_body(storage: S3Storage, name: str):
+    """The object's body as it arrives, read in chunks: S3Storage.open() would first download the
+    whole object (into memory, by default) before the response could send a byte."""
+    key = safe_join(storage.location, clean_name(name))  # ValueError for a name leaving the location
+    try:
+        return storage.connection.meta.client.get_object(Bucket=storage.bucket_name, Key=key)["Body"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
 
 
 def remove_output(name: str) -> None:
