@@ -12,7 +12,7 @@ from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
 from reports.errors import InvalidParams
 from reports.models import ApiScope, Priority, ReportTask, TaskStatus
-from reports.outputs import output_path
+from reports.outputs import open_output, output_filename
 from reports.selectors import task_by_api_id
 from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task
 
@@ -112,7 +112,7 @@ def task_output(request, task_id):
     task = _task_or_404(request, task_id)
     if task.status != TaskStatus.DONE:
         raise ApiError(409, f"task {task.public_id} is {task.status}; its output exists once it is done")
-    path = output_path(task)
-    if path is None:
+    stored = open_output(task.output_file)
+    if stored is None:
         raise ApiError(404, "the task's output file is missing")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    return FileResponse(stored, as_attachment=True, filename=output_filename(task.output_file))

@@ -234,8 +234,8 @@ def bench_archive_and_purge(size: int, args) -> None:
     connection.close()
     elapsed, rss, out = run_command(["archive_deadletters", "--purge-archived-after", "0"])
     left = DeadLetter.objects.filter(status=DeadLetterStatus.ARCHIVED).count()
-    files = sorted(Path(os.environ["ARCHIVE_DIR"]).glob("deadletters-*.jsonl.gz"))
-    size_mb = files[-1].stat().st_size / 1e6 if files else 0
+    runs = sorted(Path(os.environ["ARCHIVE_DIR"]).glob("deadletters-*"))  # a run is a folder of parts
+    size_mb = sum(part.stat().st_size for part in runs[-1].glob("part-*")) / 1e6 if runs else 0
     print(f"purge {archived} archived dead letters (--purge-archived-after 0): {elapsed:.2f}s = "
           f"{archived / elapsed:.0f} letters/s, {left} left, file {size_mb:.1f} MB; peak RSS {rss:.0f} MiB; "
           f"it said: {out.strip().splitlines()[-1][:200]}", flush=True)

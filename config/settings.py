@@ -13,6 +13,7 @@ import dj_database_url
 from config import redis_client
 from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_rate, env_str
 from config.secret_files import private_dir, private_file, read_or_create_secret
+from config.storage import storages_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # var/ holds the secret key, the admin password, the SQLite database and the report files: 0700.
@@ -214,6 +215,22 @@ CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media/"
 ARCHIVE_DIR = Path(env_str("ARCHIVE_DIR", str(VAR_DIR / "archive")))
+# Report outputs ("default") and purge exports ("archive") go through Django's storage API: the
+# local disk by default; an S3-compatible bucket (django-storages) when workers and web run on
+# several machines. Objects stay private: downloads stream through the permission-checked views.
+REPORT_STORAGE = env_str("REPORT_STORAGE", "filesystem").strip().lower()
+AWS_STORAGE_BUCKET_NAME = env_str("AWS_STORAGE_BUCKET_NAME", "")
+AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL", "") or None
+AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME", "") or None
+AWS_ACCESS_KEY_ID = env_str("AWS_ACCESS_KEY_ID", "") or None  # None: boto3's own credential chain
+AWS_SECRET_ACCESS_KEY = env_str("AWS_SECRET_ACCESS_KEY", "") or None
+AWS_S3_ADDRESSING_STYLE = env_str("AWS_S3_ADDRESSING_STYLE", "path")
+AWS_LOCATION = env_str("AWS_LOCATION", "").strip("/")  # a key prefix inside the bucket
+AWS_DEFAULT_ACL = None
+AWS_QUERYSTRING_AUTH = True
+STORAGES = storages_setting(
+    REPORT_STORAGE, archive_dir=ARCHIVE_DIR, bucket=AWS_STORAGE_BUCKET_NAME, location=AWS_LOCATION
+)
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"

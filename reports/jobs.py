@@ -14,9 +14,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from django.conf import settings
 from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
@@ -27,12 +25,7 @@ from reports.errors import PermanentError
 from reports.kinds import get_kind
 from reports.kinds.base import RunContext
 from reports.models import AttemptOutcome, ReportTask
-from reports.outputs import (
-    attempt_output_dir,
-    relative_output_path,
-    remove_other_attempts_output,
-    remove_output,
-)
+from reports.outputs import remove_other_attempts_output, remove_output, scratch_dir, store_output
 from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
 
 logger = logging.getLogger(__name__)
@@ -45,7 +38,7 @@ class RunResult:
     """What running the kind produced, as the work-horse reports it to its worker."""
 
     status: str  # DONE, FAILED or TIMEOUT
-    output_file: str = ""  # relative to MEDIA_ROOT; "" when the kind wrote no file
+    output_file: str = ""  # the name in the output storage; "" when the kind wrote no file
     failure: FailureInfo | None = None
 
     def to_bytes(self) -> bytes:
@@ -122,27 +115,24 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
 
 def run_kind(handed: HandedOver) -> RunResult:
     """Generate the report; every way it can end becomes a RunResult (the timeout included:
-    JobTimeoutException subclasses Exception, so it is classified first)."""
-    ctx = RunContext(
-        task_id=handed.task_id,
-        public_id=handed.public_id,
-        attempt=handed.attempt,
-        output_dir=attempt_output_dir(handed.public_id, handed.attempt),
-    )
-    try:
-        kind = get_kind(handed.kind)
-        if kind is None:
-            raise PermanentError(f"report kind {handed.kind!r} is not installed on this worker")
-        path = kind.generate(handed.params, ctx)
-    except JobTimeoutException as exc:
-        return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
-    except Exception as exc:  # classified by is_retriable when the worker records it
-        return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
-    return RunResult(DONE, output_file=relative_output_path(path))
-
-
-def written_file(result: RunResult) -> Path | None:
-    return Path(settings.MEDIA_ROOT) / result.output_file if result.output_file else None
+    JobTimeoutException subclasses Exception, so it is classified first). The kind writes into a
+    local scratch directory; its file is uploaded to the output storage before the result says
+    DONE, so a result never names a file the store does not hold."""
+    with scratch_dir(handed.public_id, handed.attempt) as scratch:
+        ctx = RunContext(
+            task_id=handed.task_id, public_id=handed.public_id, attempt=handed.attempt, output_dir=scratch
+        )
+        try:
+            kind = get_kind(handed.kind)
+            if kind is None:
+                raise PermanentError(f"report kind {handed.kind!r} is not installed on this worker")
+            path = kind.generate(handed.params, ctx)
+            output_file = store_output(path, handed.public_id, handed.attempt) if path else ""
+        except JobTimeoutException as exc:
+            return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
+        except Exception as exc:  # classified by is_retriable when the worker records it
+            return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
+    return RunResult(DONE, output_file=output_file)
 
 
 def fan_out_batch(batch_id=None) -> str:
@@ -184,7 +174,6 @@ def _record_here(task: ReportTask, result: RunResult) -> str:
         outcome = AttemptOutcome.TIMEOUT if result.status == TIMEOUT else AttemptOutcome.FAILED
         record_attempt_failure(task_id=task.pk, attempt=task.attempt, failure=result.failure, outcome=outcome)
         return result.status
-    path = written_file(result)
     try:
         completed = complete_task(
             task_id=task.pk, attempt=task.attempt, output_file=result.output_file, started_at=task.started_at
@@ -192,11 +181,11 @@ def _record_here(task: ReportTask, result: RunResult) -> str:
     except BaseException:
         # Not recorded as done (database gone, timeout alarm): the file must not outlive the
         # attempt, or a later attempt's output would stand beside it.
-        remove_output(path)
+        remove_output(result.output_file)
         raise
     if not completed:
         # A newer attempt owns the task: this late output must not stand beside its file.
-        remove_output(path)
+        remove_output(result.output_file)
         return "fenced"
     remove_other_attempts_output(str(task.public_id), keep=task.attempt)
     return DONE

@@ -1,45 +1,140 @@
-"""Where report files live: one directory per attempt under MEDIA_ROOT/reports/<task>/, so a late
-finisher cannot clobber a newer attempt's file, and the one lookup every download goes through."""
+"""Where report files live: in the default storage (STORAGES["default"]: MEDIA_ROOT, or a bucket
+every host shares) under reports/<task>/attempt-<n>/, one prefix per attempt so a late finisher
+cannot clobber a newer attempt's file, and the one lookup every download goes through.
 
+A kind writes its file into a scratch directory on the local disk (`scratch_dir`), and the
+attempt uploads it (`store_output`) before it reports the result: the task row names the stored
+file only once the whole file is in the store."""
+
+import logging
 import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
-from django.conf import settings
+from botocore.exceptions import ClientError
+from django.core.exceptions import SuspiciousOperation
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, storages
+from storages.backends.s3 import S3Storage
+from storages.utils import clean_name, safe_join
+
+logger = logging.getLogger(__name__)
+
+REPORTS_PREFIX = "reports"
 
 
-def attempt_output_dir(public_id: str, attempt: int) -> Path:
-    return Path(settings.MEDIA_ROOT) / "reports" / public_id / f"attempt-{attempt}"
+def output_storage():
+    return storages["default"]
 
 
-def relative_output_path(path) -> str:
-    """What a task row stores: the file's path relative to MEDIA_ROOT ("" for no file)."""
-    return str(Path(path).relative_to(settings.MEDIA_ROOT)) if path else ""
+def attempt_prefix(public_id: str, attempt: int) -> str:
+    return f"{REPORTS_PREFIX}/{public_id}/attempt-{attempt}"
 
 
-def output_path(task) -> Path | None:
-    """The task's output file inside MEDIA_ROOT, or None (none recorded, missing, or a stored
-    path that would leave MEDIA_ROOT)."""
-    if not task.output_file or "\x00" in task.output_file:
-        return None
-    root = Path(settings.MEDIA_ROOT).resolve()
+@contextmanager
+def scratch_dir(public_id: str, attempt: int):
+    """A local directory for the kind to build its file in (TMPDIR decides where), gone after."""
+    path = tempfile.mkdtemp(prefix=f"report-{public_id}-{attempt}-")
     try:
-        path = (root / task.output_file).resolve()
-    except (OSError, RuntimeError, ValueError):
-        return None
-    if not path.is_relative_to(root) or path == root or not path.is_file():
-        return None
-    return path
+        yield Path(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def remove_output(path) -> None:
-    if path:
-        Path(path).unlink(missing_ok=True)
+def remove_scratch(public_id: str, attempt: int) -> None:
+    """A horse killed mid-report leaves its scratch directory behind; its worker removes it."""
+    for path in Path(tempfile.gettempdir()).glob(f"report-{public_id}-{attempt}-*"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def store_output(local_path, public_id: str, attempt: int) -> str:
+    """Upload the kind's file under the attempt's prefix, streamed in chunks (S3: a multipart
+    upload), and return the stored name the task row keeps."""
+    local_path = Path(local_path)
+    with local_path.open("rb") as handle:
+        return output_storage().save(f"{attempt_prefix(public_id, attempt)}/{local_path.name}", File(handle))
+
+
+def open_output(name: str):
+    """The stored output file opened for a streamed read, or None (none recorded, missing, or a
+    name that would leave the storage's root)."""
+    if not name or "\x00" in name:
+        return None
+    storage = output_storage()
+    try:
+        if isinstance(storage, S3Storage):
+            return _s3_body(storage, name)
+        if not storage.exists(name):
+            return None
+        if isinstance(storage, FileSystemStorage) and not Path(storage.path(name)).is_file():
+            return None
+        return storage.open(name, "rb")
+    except (SuspiciousOperation, OSError, ValueError):
+        return None
+    except Exception:  # the store unreachable: logged, and the download says the file is missing
+        logger.exception("could not open report file %s", name)
+        return None
+
+
+def _s3_body(storage: S3Storage, name: str):
+    """The object's body as it arrives, read in chunks: S3Storage.open() would first download the
+    whole object (into memory, by default) before the response could send a byte."""
+    key = safe_join(storage.location, clean_name(name))  # ValueError for a name leaving the location
+    try:
+        return storage.connection.meta.client.get_object(Bucket=storage.bucket_name, Key=key)["Body"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
+
+
+def remove_output(name: str) -> None:
+    if not name:
+        return
+    try:
+        output_storage().delete(name)
+    except Exception:  # best effort: the orphan sweep of a later attempt or the reaper retries
+        logger.exception("could not remove report file %s", name)
+
+
+def remove_attempt_output(public_id: str, attempt: int) -> None:
+    """Everything one attempt stored. Best effort."""
+    _remove_tree(attempt_prefix(public_id, attempt))
 
 
 def remove_other_attempts_output(public_id: str, *, keep: int) -> None:
     """Attempts killed between writing and recording (SIGKILL, OOM) leave files behind; the
     attempt that completed is the task's only output, so the others go. Best effort."""
-    task_dir = Path(settings.MEDIA_ROOT) / "reports" / public_id
-    for attempt_dir in task_dir.glob("attempt-*"):
-        if attempt_dir.name != f"attempt-{keep}":
-            shutil.rmtree(attempt_dir, ignore_errors=True)
+    try:
+        attempt_dirs, _ = output_storage().listdir(f"{REPORTS_PREFIX}/{public_id}")
+    except FileNotFoundError:
+        return
+    except Exception:
+        logger.exception("could not list the attempts of report task %s", public_id)
+        return
+    for attempt_dir in attempt_dirs:
+        if attempt_dir.startswith("attempt-") and attempt_dir != f"attempt-{keep}":
+            _remove_tree(f"{REPORTS_PREFIX}/{public_id}/{attempt_dir}")
+
+
+def _remove_tree(prefix: str) -> None:
+    storage = output_storage()
+    try:
+        if isinstance(storage, FileSystemStorage):
+            shutil.rmtree(storage.path(prefix), ignore_errors=True)
+            return
+        dirs, files = storage.listdir(prefix)
+        for name in files:
+            storage.delete(f"{prefix}/{name}")
+        for name in dirs:
+            _remove_tree(f"{prefix}/{name}")
+    except FileNotFoundError:
+        return
+    except Exception:
+        logger.exception("could not remove report files under %s", prefix)
+
+
+def output_filename(name: str) -> str:
+    """The name a download is offered under: the stored file's own name."""
+    return name.rsplit("/", 1)[-1]

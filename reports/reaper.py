@@ -11,7 +11,6 @@ decide; a Redis lock only spares duplicate enqueues when several reapers wake to
 """
 
 import logging
-import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,7 +22,7 @@ from redis.exceptions import RedisError
 from reports import queueing, semaphore
 from reports.errors import LeaseExpired, error_type_name
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskStatus
-from reports.outputs import attempt_output_dir
+from reports.outputs import remove_attempt_output
 from reports.pausing import parked_task_ids
 from reports.services.attempts import FailureInfo, record_attempt_failure
 
@@ -75,7 +74,7 @@ def _recover_expired_leases(now: datetime, batch_size: int) -> int:
             continue
         recovered += 1
         # The attempt can never be recorded now: a file it wrote must not outlive it.
-        shutil.rmtree(attempt_output_dir(str(public_id), attempt), ignore_errors=True)
+        remove_attempt_output(str(public_id), attempt)
         try:
             semaphore.release(kind=kind, task_id=task_id, attempt=attempt)
         except RedisError as exc:  # the slot's own lease frees it later

@@ -245,7 +245,7 @@ class ReportWorker(_AttemptOwner, Worker):
             read_fd, write_fd = os.pipe()
 
             def report(result, fd=write_fd):
-                on_orphan = lambda: remove_output(jobs.written_file(result))  # noqa: E731
+                on_orphan = lambda: remove_output(result.output_file)  # noqa: E731
                 workhorse.send_result(fd, parent_pid, result.to_bytes(), on_orphan)
 
             running.handed.report = report

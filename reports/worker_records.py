@@ -4,7 +4,6 @@ database outage never wedges a worker silently. Whatever cannot be recorded in t
 to the reaper, which takes the attempt back once its lease lapses."""
 
 import logging
-import shutil
 import threading
 import time
 
@@ -16,7 +15,7 @@ from rq.timeouts import JobTimeoutException
 from reports import jobs, semaphore
 from reports.errors import WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
-from reports.outputs import attempt_output_dir, remove_other_attempts_output, remove_output
+from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
 from reports.services import FailureInfo, complete_task, record_attempt_failure, renew_lease
 from reports.workhorse import describe_exit
 
@@ -95,7 +94,7 @@ class AttemptRecorder:
         if done is None:
             return  # left to the reaper, which removes the attempt's files when it takes it back
         if not done:
-            remove_output(jobs.written_file(result))  # fenced: a newer attempt owns the task
+            remove_output(result.output_file)  # fenced: a newer attempt owns the task
         elif task.attempt > 1:
             remove_other_attempts_output(str(task.public_id), keep=task.attempt)
 
@@ -109,7 +108,9 @@ class AttemptRecorder:
             logger.warning("task %s attempt %s: %s", task.pk, task.attempt, result.failure.message)
         if self._with_retries("failure record", task, fail, tries=tries) is not None:
             # Nothing a failed attempt wrote is kept (a killed horse may leave a whole file).
-            shutil.rmtree(attempt_output_dir(str(task.public_id), task.attempt), ignore_errors=True)
+            remove_attempt_output(str(task.public_id), task.attempt)
+            if result.status == ABANDONED:
+                remove_scratch(str(task.public_id), task.attempt)
 
     def _with_retries(self, what: str, task: ReportTask, step, tries: int = len(RETRY_DELAYS) + 1):
         for n in range(tries):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -19,9 +20,21 @@ from django.conf import settings
 from django.db import connection
 
 from config.embedded_redis import RedisServer
+from config.storage import storages_setting
 from reports import queueing
+from tests.storage_server import S3Server
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+S3_SETTING_NAMES = (
+    "REPORT_STORAGE",
+    "AWS_S3_ENDPOINT_URL",
+    "AWS_STORAGE_BUCKET_NAME",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_S3_REGION_NAME",
+    "AWS_S3_ADDRESSING_STYLE",
+    "AWS_LOCATION",
+)
 
 
 def wait_until(predicate, *, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
@@ -71,7 +84,43 @@ def live_console_aggregates(settings):
 def media_root(tmp_path, settings):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.ARCHIVE_DIR = tmp_path / "archive"
+    if settings.REPORT_STORAGE == "filesystem":
+        settings.STORAGES = storages_setting("filesystem", archive_dir=settings.ARCHIVE_DIR)
     return settings.MEDIA_ROOT
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["filesystem", "s3"])
+def report_storage(request, settings, media_root):
+    """Run the test on each storage backend; on S3 under a key prefix of its own. Worker processes
+    started afterwards inherit the choice (subprocess_env)."""
+    if request.param == "s3":
+        values = request.getfixturevalue("s3_server").settings(f"test-{uuid.uuid4().hex[:12]}")
+        for name, value in values.items():
+            setattr(settings, name, value)
+        settings.STORAGES = storages_setting(
+            "s3", archive_dir=settings.ARCHIVE_DIR, bucket=values["AWS_STORAGE_BUCKET_NAME"],
+            location=values["AWS_LOCATION"],
+        )
+    return request.param
+
+
+def stored_names(storage, prefix: str) -> list[str]:
+    """Every file under prefix in a storage, through the storage API (any backend)."""
+    try:
+        dirs, files = storage.listdir(prefix)
+    except FileNotFoundError:
+        return []
+    names = [f"{prefix}/{name}" for name in files]
+    for name in dirs:
+        names += stored_names(storage, f"{prefix}/{name}")
+    return sorted(names)
 
 
 def worker_pid_of_running_attempt(task) -> int:
@@ -148,6 +197,8 @@ def _subprocess_env(redis_server, media_root, settings):
         RQ_ACCEPT_PICKLED_JOBS="1" if settings.RQ_ACCEPT_PICKLED_JOBS else "0",
         PYTHONUNBUFFERED="1",
     )
+    if settings.REPORT_STORAGE == "s3":
+        env.update({name: str(getattr(settings, name) or "") for name in S3_SETTING_NAMES})
     return env
 
 
@@ -221,10 +272,11 @@ def start_worker(subprocess_env, redis_conn, tmp_path, request):
     started: list[WorkerProcess] = []
 
     def start(
-        *, scheduler=True, queues=("high", "default", "low"), worker_class=None, **env_overrides
+        *, scheduler=True, queues=("high", "default", "low"), worker_class=None, name_prefix="test-worker",
+        **env_overrides,
     ) -> WorkerProcess:
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
-        name = f"test-worker-{next(_worker_numbers)}-{os.getpid()}"
+        name = f"{name_prefix}-{next(_worker_numbers)}-{os.getpid()}"
         worker = WorkerProcess(
             env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler, worker_class=worker_class
         )

@@ -64,7 +64,7 @@ def components() -> dict:
                     "max_attempts": {"type": "integer", "minimum": 1},
                     "last_error": nullable({"type": "string"}),
                     "output_path": nullable(
-                        {"type": "string", "description": "Relative to MEDIA_ROOT; when done."}
+                        {"type": "string", "description": "The file's key in the report storage; when done."}
                     ),
                     "download_url": nullable({"type": "string", "format": "uri"}),
                     "created_at": {"type": "string", "format": "date-time"},

@@ -2,7 +2,6 @@
 and its live state (polled by the dead-letter and task pages while a replay runs)."""
 
 import uuid
-from pathlib import Path
 
 from django.conf import settings
 from django.db.models.functions import Substr
@@ -18,6 +17,7 @@ from console.views.common import pager_context, param, parse_cursor, pretty_json
 from deadletters.selectors.audit import audit_for_task
 from deadletters.selectors.letters import newer_dead_letters_of_task
 from reports.models import ReportTask, TaskStatus
+from reports.outputs import open_output, output_filename
 from reports.selectors import task_attempts, task_by_public_id, task_kinds_seen, tasks_matching
 
 ACTIVE_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
@@ -105,26 +105,12 @@ def task_detail(request, public_id: uuid.UUID):
     return render(request, "console/task_detail.html", context)
 
 
-def _output_path(task: ReportTask) -> Path | None:
-    """The task's output file inside MEDIA_ROOT, or None (missing, or a path that leaves MEDIA_ROOT)."""
-    if not task.output_file or "\x00" in task.output_file:
-        return None
-    root = Path(settings.MEDIA_ROOT).resolve()
-    try:
-        path = (root / task.output_file).resolve()
-    except (OSError, RuntimeError, ValueError):
-        return None
-    if not path.is_relative_to(root) or path == root or not path.is_file():
-        return None
-    return path
-
-
 @console_view(TASK_VIEW_PERMISSION)
 def task_output(request, public_id: uuid.UUID):
     task = task_by_public_id(public_id)
     if task is None or task.status != TaskStatus.DONE:
         raise Http404("This task has no output.")
-    path = _output_path(task)
-    if path is None:
+    stored = open_output(task.output_file)
+    if stored is None:
         raise Http404("The output file is missing.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    return FileResponse(stored, as_attachment=True, filename=output_filename(task.output_file))

@@ -56,7 +56,7 @@ class RunResult:
     batches: int = 0
     # dry run: {"kind", "fingerprint", "n", "error_type", "sample_message"}, biggest first
     groups: list[dict] = field(default_factory=list)
-    file: Path | None = None  # purge: the file the deleted rows were written to
+    file: str | None = None  # purge: the run (in the archive storage) the deleted rows were written to
 
 
 def lock_path() -> Path:

@@ -1,20 +1,24 @@
-"""Purge old archived dead letters: delete them after writing each to the run's gzip JSON-lines
-file, exactly once across crashes.
+"""Purge old archived dead letters: delete them after writing each to the run's export in the
+"archive" storage (STORAGES: ARCHIVE_DIR, or a bucket), exactly once across crashes.
 
 Each batch is one transaction: take the next batch_size due letters in (archived_at, id) order
 (on PostgreSQL one DELETE ... RETURNING them as JSON lines built by the database, rows locked
 with FOR UPDATE SKIP LOCKED; elsewhere a SELECT, then a DELETE by id, the lines built by Python),
 remove what references them (alert outbox rows go, audit entries keep their text with the letter
-link cleared), append them to the file as one gzip member, fsync, and record the file's new
-committed length in the run's ledger (its purge audit entry) before the commit. So:
+link cleared), store them as the run's next part (`<run>/part-NNNNNN.jsonl.gz`, one gzip member:
+an object store cannot append, so a part is written whole under its final name; on the local
+disk it is fsynced) and record the new committed part count in the run's ledger (its purge audit
+entry) before the commit. So:
 
-- nothing is destroyed without a copy on disk (the fsync comes before the commit);
-- a run killed at any instruction leaves, at most, one member past the ledger's committed
-  length whose rows were not deleted. The next run (under the same lock) cuts every killed run's
-  file back to its committed length before it starts, then purges what is left into a file of
-  its own: across the file set every purged letter appears exactly once;
-- the ledger row is committed before its file gets a byte, so every file has a ledger, and only
-  files named by this database's ledger are ever cut.
+- nothing is destroyed without a stored copy (the part is stored before the commit);
+- a run killed at any instruction leaves, at most, one part past the ledger's committed count
+  whose rows were not deleted. The next run (under the same lock) deletes every killed run's
+  parts past its committed count before it starts, then purges what is left into a run of its
+  own: across all runs every purged letter appears exactly once;
+- the ledger row is committed before its run stores a part, so every part has a ledger, and only
+  runs named by this database's ledger are ever cut.
+
+The parts of a run, concatenated in order, are one valid gzip file (`read_purge_file` reads them).
 """
 
 import gzip
@@ -26,7 +30,8 @@ import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage, storages
 from django.db import connection, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -72,14 +77,30 @@ COLUMNS = (
 TIME_COLUMNS = {"archived_at", "created_at", "discarded_at", "expire_at", "replayed_at"}
 
 
-def purge_file_path(now: datetime) -> Path:
-    return Path(settings.ARCHIVE_DIR) / f"deadletters-{now:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.jsonl.gz"
+def purge_run_name(now: datetime) -> str:
+    return f"deadletters-{now:%Y%m%dT%H%M%S%fZ}-{os.getpid()}"
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def part_name(run: str, number: int) -> str:
+    return f"{run}/part-{number:06d}.jsonl.gz"
+
+
+def archive_storage():
+    return storages["archive"]
+
+
+def _store_part(name: str, data: bytes) -> None:
+    """Store one part whole under its final name, durable before the batch commits."""
+    storage = archive_storage()
+    saved = storage.save(name, ContentFile(data))
+    if saved != name:  # a stray part the repair should have cut: never leave two copies
+        storage.delete(saved)
+        raise RuntimeError(f"purge part {name} already exists in the archive storage")
+    if isinstance(storage, FileSystemStorage):
+        path = Path(storage.path(name))
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -175,46 +196,71 @@ def _release_references(ids: list[int]) -> None:
 
 
 def repair_killed_runs() -> list[dict]:
-    """Cut the file of every purge run that was killed back to the length its ledger committed
-    (the rows past it were never deleted: they are still in the table and will be purged again).
+    """Delete the parts of every purge run that was killed past the count its ledger committed
+    (their rows were never deleted: they are still in the table and will be purged again).
     Call under archive_lock. Returns what was done, for the log."""
     repaired = []
     for entry in AuditEntry.objects.filter(action="purge", actor=ACTOR).order_by("pk"):
         details = entry.details or {}
-        if details.get("complete") or details.get("repaired") or "file_bytes" not in details:
+        if details.get("complete") or details.get("repaired"):
             continue
-        path, committed = Path(details["file"]), int(details["file_bytes"])
-        cut = 0
-        if path.exists():
-            size = path.stat().st_size
-            if size < committed:
-                logger.error("purge file %s is shorter than its ledger says (%s < %s)", path, size, committed)
-                continue
-            cut = size - committed
-            if committed == 0:
-                path.unlink()
-                _fsync_dir(path.parent)
-            elif cut:
-                with open(path, "r+b") as handle:
-                    handle.truncate(committed)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+        if "parts" in details:
+            cut = _cut_parts(details["file"], int(details["parts"]))
+        elif "file_bytes" in details:  # a run of the release that appended to one local file
+            cut = _cut_local_file(Path(details["file"]), int(details["file_bytes"]))
+        else:
+            continue
+        if cut is None:
+            continue
         AuditEntry.objects.filter(pk=entry.pk).update(
-            details={**details, "repaired": {"at": timezone.now().isoformat(), "cut_bytes": cut}}
+            details={**details, "repaired": {"at": timezone.now().isoformat(), "cut": cut}}
         )
-        repaired.append({"file": str(path), "cut_bytes": cut, "rows": entry.item_count})
-        logger.warning("purge run %s was killed: its file %s cut by %s bytes", entry.pk, path, cut)
+        repaired.append({"file": details["file"], "cut": cut, "rows": entry.item_count})
+        logger.warning("purge run %s was killed: %s cut from %s", entry.pk, cut, details["file"])
     return repaired
 
 
-def _open_ledger(path: Path, cutoff: datetime) -> AuditEntry:
-    # Committed before the file exists: a file without a ledger never happens.
+def _cut_parts(run: str, committed: int) -> int:
+    storage = archive_storage()
+    try:
+        _, names = storage.listdir(run)
+    except FileNotFoundError:
+        names = []
+    numbers = sorted(int(name[5:11]) for name in names if name.startswith("part-"))
+    if len([n for n in numbers if n <= committed]) < committed:
+        logger.error("purge run %s has fewer parts than its ledger says (%s < %s)", run, len(numbers), committed)
+    cut = [n for n in numbers if n > committed]
+    for number in cut:
+        storage.delete(part_name(run, number))
+    return len(cut)
+
+
+def _cut_local_file(path: Path, committed: int) -> int | None:
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size < committed:
+        logger.error("purge file %s is shorter than its ledger says (%s < %s)", path, size, committed)
+        return None
+    if committed == 0:
+        path.unlink()
+        _fsync_dir(path.parent)
+    elif size > committed:
+        with open(path, "r+b") as handle:
+            handle.truncate(committed)
+            handle.flush()
+            os.fsync(handle.fileno())
+    return size - committed
+
+
+def _open_ledger(run: str, cutoff: datetime) -> AuditEntry:
+    # Committed before the run stores a part: a part without a ledger never happens.
     return record_audit(
         action="purge",
         actor=ACTOR,
         source="cron",
         item_count=0,
-        details={"cutoff": cutoff.isoformat(), "file": str(path), "file_bytes": 0, "complete": False},
+        details={"cutoff": cutoff.isoformat(), "file": run, "parts": 0, "complete": False},
     )
 
 
@@ -231,7 +277,7 @@ def purge_archived_dead_letters(
     pause_seconds: float = 0.0,
 ) -> RunResult:
     """Delete letters archived more than `older_than_days` ago, after writing each to the run's
-    gzip JSON-lines file under ARCHIVE_DIR (one file per run, created only if a row is purged)."""
+    export in the archive storage (one run of gzip JSON-lines parts, created only if a row is purged)."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     if older_than_days < 0:
@@ -249,45 +295,37 @@ def purge_archived_dead_letters(
         return result
     refresh_planner_statistics()
 
-    result.file = purge_file_path(now)
-    result.file.parent.mkdir(parents=True, exist_ok=True)
+    result.file = purge_run_name(now)
     ledger = _open_ledger(result.file, cutoff)
     details = dict(ledger.details)
-    fd = os.open(result.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o640)
-    try:
-        _fsync_dir(result.file.parent)
-        after = None
-        while True:
-            with transaction.atomic():
-                deleted, after = _purge_batch(fd, cutoff=cutoff, after=after, batch_size=batch_size)
-                if deleted:
-                    details["file_bytes"] = os.fstat(fd).st_size
-                    AuditEntry.objects.filter(pk=ledger.pk).update(
-                        item_count=F("item_count") + deleted, details=details
-                    )
-            if not deleted:
-                break
-            result.count += deleted
-            result.batches += 1
-            if progress:
-                progress("purge", result.batches, deleted, result.count)
-            if pause_seconds:
-                time.sleep(pause_seconds)
-    finally:
-        os.close(fd)
+    after = None
+    while True:
+        part = part_name(result.file, details["parts"] + 1)
+        with transaction.atomic():
+            deleted, after = _purge_batch(part, cutoff=cutoff, after=after, batch_size=batch_size)
+            if deleted:
+                details["parts"] += 1
+                AuditEntry.objects.filter(pk=ledger.pk).update(item_count=F("item_count") + deleted, details=details)
+        if not deleted:
+            break
+        result.count += deleted
+        result.batches += 1
+        if progress:
+            progress("purge", result.batches, deleted, result.count)
+        if pause_seconds:
+            time.sleep(pause_seconds)
     if result.count == 0:
-        # Restored or replayed between the check and the first batch: no file, nothing to keep.
-        result.file.unlink()
+        # Restored or replayed between the check and the first batch: no part was stored.
         result.file = None
     mark_complete(ledger.pk, batches=result.batches)
     return result
 
 
 def _purge_batch(
-    fd: int, *, cutoff: datetime, after: tuple | None, batch_size: int
+    part: str, *, cutoff: datetime, after: tuple | None, batch_size: int
 ) -> tuple[int, tuple | None]:
     """Inside a transaction: lock and read the next batch, release what references it, delete it,
-    append it to the file as one gzip member and fsync. Returns (rows, keyset of the last row)."""
+    store it as the part named `part` (one gzip member). Returns (rows, keyset of the last row)."""
     sql, params = purge_batch_statement(cutoff=cutoff, after=after, batch_size=batch_size)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -311,8 +349,7 @@ def _purge_batch(
             if cursor.rowcount != len(ids):
                 raise RuntimeError(f"purge batch deleted {cursor.rowcount} rows, expected {len(ids)}")
     text = "\n".join(row[2] if postgres else _python_line(row[2:]) for row in rows) + "\n"
-    _write_all(fd, gzip_member(text.encode()))
-    os.fsync(fd)
+    _store_part(part, gzip_member(text.encode()))
     return len(rows), keyset_of(rows[-1][:2])
 
 
@@ -321,7 +358,12 @@ def gzip_member(data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-def read_purge_file(path: Path) -> list[dict]:
-    """Every row of a purge file (every member), for tests and tools."""
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+def read_purge_file(run: str) -> list[dict]:
+    """Every row of a purge run (every part, in order), for tests and tools."""
+    storage = archive_storage()
+    _, names = storage.listdir(run)
+    rows = []
+    for name in sorted(names):
+        with storage.open(f"{run}/{name}", "rb") as stored, gzip.open(stored, "rt", encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle]
+    return rows

@@ -14,7 +14,7 @@ from config import env
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Every variable config/settings.py reads through config.env.
 SETTING_NAMES = sorted(
-    set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
+    set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
     | set(re.findall(r'_kind_map\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
 )
 PROBE = """
@@ -144,3 +144,49 @@ def test_every_blank_web_server_variable_gives_the_gunicorn_defaults(tmp_path):
     unset = conf_with({})
     assert conf_with({name: "" for name in WEB_SERVER_NAMES}) == unset
     assert unset["bind"] == "['127.0.0.1:8000']" and unset["timeout"] == "60"
+
+
+STORAGE_PROBE = """
+import json, django
+django.setup()
+from django.conf import settings
+print(json.dumps({"STORAGES": {k: v["BACKEND"] for k, v in settings.STORAGES.items()},
+                  "ARCHIVE": str(settings.STORAGES["archive"].get("OPTIONS"))}))
+"""
+
+
+def _storages_with(env_overrides: dict, tmp_path) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    environ.update(DJANGO_SETTINGS_MODULE="config.settings", VAR_DIR=str(tmp_path), **env_overrides)
+    return subprocess.run(
+        [sys.executable, "-c", STORAGE_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_report_storage_is_the_local_disk_by_default_and_s3_when_asked(tmp_path):
+    assert {"REPORT_STORAGE", "AWS_STORAGE_BUCKET_NAME", "AWS_S3_ENDPOINT_URL", "AWS_SECRET_ACCESS_KEY"} <= set(
+        SETTING_NAMES
+    )
+    default = json.loads(_storages_with({}, tmp_path).stdout.splitlines()[-1])
+    assert default["STORAGES"]["default"] == default["STORAGES"]["archive"] == (
+        "django.core.files.storage.FileSystemStorage"
+    )
+    s3 = _storages_with(
+        {"REPORT_STORAGE": "s3", "AWS_STORAGE_BUCKET_NAME": "b", "AWS_LOCATION": "/prod/"}, tmp_path
+    )
+    s3_storages = json.loads(s3.stdout.splitlines()[-1])
+    assert s3_storages["STORAGES"]["default"] == s3_storages["STORAGES"]["archive"] == "storages.backends.s3.S3Storage"
+    assert s3_storages["ARCHIVE"] == "{'location': 'prod/archive'}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"REPORT_STORAGE": "s3"}, "REPORT_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME"),
+        ({"REPORT_STORAGE": "ftp"}, "REPORT_STORAGE must be filesystem or s3, got 'ftp'"),
+    ],
+)
+def test_a_bad_report_storage_fails_at_start_up_with_its_name(tmp_path, overrides, message):
+    result = _storages_with({**overrides, "AWS_SECRET_ACCESS_KEY": "do-not-print-me"}, tmp_path)
+    assert result.returncode != 0 and message in result.stderr
+    assert "do-not-print-me" not in result.stderr

@@ -1,18 +1,18 @@
 """manage.py archive_deadletters in-process: what is archived, what never is, purge files, reruns."""
 
 import gzip
-import json
 from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from deadletters.audit import record_audit
 from deadletters.models import Alert, AuditEntry, DeadLetter, DeadLetterStatus
 from deadletters.services.archive import archive_expired_dead_letters, archive_lock
-from deadletters.services.purge import purge_archived_dead_letters
+from deadletters.services.purge import purge_archived_dead_letters, read_purge_file
 from deadletters.services.replay import replay_task
 from reports.models import TaskStatus
 from tests.factories import make_dead_letter, make_task
@@ -224,12 +224,15 @@ def archived_letters(n, *, archived_days_ago, **fields):
     return letters
 
 
-def read_rows(path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+def purge_runs() -> list[str]:
+    """The purge runs in the archive storage (each a folder of parts)."""
+    try:
+        return sorted(storages["archive"].listdir("")[0])
+    except FileNotFoundError:
+        return []
 
 
-def test_purge_writes_a_readable_file_whose_rows_equal_what_was_deleted(settings):
+def test_purge_writes_a_readable_export_whose_rows_equal_what_was_deleted(report_storage):
     old = archived_letters(12, archived_days_ago=40, message="line one\nline two ünïcode")
     recent = archived_letters(2, archived_days_ago=5)
     open_old = expired(1)
@@ -252,20 +255,26 @@ def test_purge_writes_a_readable_file_whose_rows_equal_what_was_deleted(settings
 
     out = run("--purge-archived-after", "30", "--batch-size", "5")
 
-    [path] = list(settings.ARCHIVE_DIR.glob("deadletters-*.jsonl.gz"))
-    rows = read_rows(path)
+    [run_name] = purge_runs()
+    assert run_name.startswith("deadletters-")
+    parts = sorted(storages["archive"].listdir(run_name)[1])
+    assert parts == ["part-000001.jsonl.gz", "part-000002.jsonl.gz", "part-000003.jsonl.gz"]
+    rows = read_purge_file(run_name)
+    with storages["archive"].open(f"{run_name}/part-000001.jsonl.gz", "rb") as part:
+        assert len(gzip.decompress(part.read()).decode().splitlines()) == 5
     assert sorted(row["id"] for row in rows) == sorted(expected)
     for row in rows:
         assert {k: row[k] for k in expected[row["id"]]} == expected[row["id"]]
         assert row["status"] == "archived" and row["archived_at"] and row["task_public_id"]
     assert not DeadLetter.objects.filter(pk__in=expected).exists()
     assert set(DeadLetter.objects.values_list("pk", flat=True)) == {dl.pk for dl in recent} | {open_old[0].pk}
-    assert "purged 12 dead letters in 3 batches" in out and str(path) in out
+    assert "purged 12 dead letters in 3 batches" in out and run_name in out
     assert not Alert.objects.filter(pk=alert.pk).exists()
     audit.refresh_from_db()
     assert audit.dead_letter_id is None
     [purge_audit] = AuditEntry.objects.filter(action="purge")
-    assert purge_audit.item_count == 12 and purge_audit.details["file"] == str(path)
+    assert purge_audit.item_count == 12 and purge_audit.details["file"] == run_name
+    assert purge_audit.details["parts"] == 3 and purge_audit.details["complete"]
 
 
 def test_purge_rerun_and_dry_run_write_and_delete_nothing(settings):
@@ -280,7 +289,7 @@ def test_purge_rerun_and_dry_run_write_and_delete_nothing(settings):
     run("--purge-archived-after", "30")
 
     assert DeadLetter.objects.count() == 0
-    assert len(list(settings.ARCHIVE_DIR.glob("*.jsonl.gz"))) == 1
+    assert len(purge_runs()) == 1
     assert AuditEntry.objects.filter(action="purge").count() == 1
 
 
@@ -291,4 +300,4 @@ def test_each_purge_run_writes_its_own_file(settings):
     second = purge_archived_dead_letters(older_than_days=30)
 
     assert first.file != second.file
-    assert (len(read_rows(first.file)), len(read_rows(second.file))) == (2, 3)
+    assert (len(read_purge_file(first.file)), len(read_purge_file(second.file))) == (2, 3)

@@ -1,19 +1,18 @@
 """archive_deadletters as cron runs it: real processes, overlapping runs, SIGKILL half-way."""
 
-import gzip
-import json
 import os
 import signal
 import subprocess
 import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.storage import storages
 from django.utils import timezone
 
 from deadletters.models import AuditEntry, DeadLetter, DeadLetterStatus
+from deadletters.services.purge import read_purge_file
 from reports.models import TaskStatus
 from tests.conftest import BASE_DIR, wait_until
 from tests.factories import make_task
@@ -145,7 +144,21 @@ def test_a_run_killed_half_way_leaves_consistent_data_and_the_next_run_finishes(
     assert code == 0 and "archived 0 dead letters" in out
 
 
-def test_a_purge_killed_half_way_destroys_nothing_without_a_copy(env):
+def purge_runs() -> list[str]:
+    try:
+        return sorted(storages["archive"].listdir("")[0])
+    except FileNotFoundError:
+        return []
+
+
+def stored_parts(run: str) -> int:
+    try:
+        return len(storages["archive"].listdir(run)[1])
+    except FileNotFoundError:
+        return 0
+
+
+def test_a_purge_killed_half_way_destroys_nothing_without_a_copy(env, report_storage):
     bulk_letters(300, status=DeadLetterStatus.ARCHIVED, archived_days_ago=40)
     ids = set(DeadLetter.objects.values_list("pk", flat=True))
     args = ("--purge-archived-after", "30", "--batch-size", "10", "--verbosity", "2")
@@ -159,12 +172,9 @@ def test_a_purge_killed_half_way_destroys_nothing_without_a_copy(env):
     assert code == 0, err
 
     assert not DeadLetter.objects.exists()
-    files = sorted(settings.ARCHIVE_DIR.glob("deadletters-*.jsonl.gz"))
-    assert len(files) == 2  # one per run
-    copied = []
-    for path in files:
-        with gzip.open(path, "rt") as handle:  # the killed run's file is readable too
-            copied += [json.loads(line)["id"] for line in handle]
+    runs = purge_runs()
+    assert len(runs) == 2  # one per run
+    copied = [row["id"] for run_name in runs for row in read_purge_file(run_name)]  # the killed one's too
     assert set(copied) == ids
     assert len(copied) == len(ids), "no row is copied twice"
     assert ids - remaining <= set(copied), "every row the killed run deleted has a copy"
@@ -188,9 +198,9 @@ def _purge_backend_state() -> str | None:
     return row[0] if row else None
 
 
-def test_a_purge_killed_mid_batch_duplicates_nothing_and_the_next_run_finishes_it(env):
-    """SIGSTOP the purge again and again until it is caught between writing a batch to its file
-    and committing the delete (the file is longer than its ledger says), SIGKILL it there."""
+def test_a_purge_killed_mid_batch_duplicates_nothing_and_the_next_run_finishes_it(env, report_storage):
+    """SIGSTOP the purge again and again until it is caught between storing a batch's part and
+    committing the delete (more parts than its ledger says), SIGKILL it there."""
     from django.db import connection
 
     bulk_letters(3000, status=DeadLetterStatus.ARCHIVED, archived_days_ago=40)
@@ -199,13 +209,12 @@ def test_a_purge_killed_mid_batch_duplicates_nothing_and_the_next_run_finishes_i
     args = ("--purge-archived-after", "30", "--batch-size", "100", "--verbosity", "2")
     run = Run(env(), *args)
     ledger = wait_until(lambda: AuditEntry.objects.filter(action="purge").first(), message="the purge ledger")
-    path = Path(ledger.details["file"])
+    run_name = ledger.details["file"]
 
     def caught_mid_batch() -> bool:
         os.kill(run.process.pid, signal.SIGSTOP)
-        committed = AuditEntry.objects.get(pk=ledger.pk).details["file_bytes"]
-        size = path.stat().st_size if path.exists() else 0
-        inside = size > committed
+        committed = AuditEntry.objects.get(pk=ledger.pk).details["parts"]
+        inside = stored_parts(run_name) > committed
         if connection.vendor == "postgresql":
             inside = inside and _purge_backend_state() == "idle in transaction"
         if inside:
@@ -217,9 +226,8 @@ def test_a_purge_killed_mid_batch_duplicates_nothing_and_the_next_run_finishes_i
 
     wait_until(caught_mid_batch, interval=0.001, timeout=60, message="the purge to be caught mid-batch")
     killed = AuditEntry.objects.get(pk=ledger.pk)
-    committed = killed.details["file_bytes"]
-    tail = path.stat().st_size - committed
-    assert tail > 0 and not killed.details["complete"]
+    committed = killed.details["parts"]
+    assert stored_parts(run_name) == committed + 1 and not killed.details["complete"]
     remaining = set(DeadLetter.objects.values_list("pk", flat=True))
     assert len(ids) - len(remaining) == killed.item_count  # what the ledger counts is what is gone
 
@@ -228,13 +236,9 @@ def test_a_purge_killed_mid_batch_duplicates_nothing_and_the_next_run_finishes_i
     assert code == 0, err
     assert not DeadLetter.objects.exists()
     killed.refresh_from_db()
-    assert killed.details["repaired"]["cut_bytes"] == tail
-    # Cut back to what its ledger committed (a run killed in its first batch keeps no file).
-    assert (path.stat().st_size if path.exists() else 0) == committed and path.exists() == (committed > 0)
-    copied = []
-    for file in sorted(settings.ARCHIVE_DIR.glob("deadletters-*.jsonl.gz")):
-        with gzip.open(file, "rt") as handle:
-            copied += [json.loads(line)["id"] for line in handle]
+    assert killed.details["repaired"]["cut"] == 1
+    assert stored_parts(run_name) == committed  # cut back to what its ledger committed
+    copied = [row["id"] for name in purge_runs() for row in read_purge_file(name)]
     assert len(copied) == len(set(copied)) == len(ids) and set(copied) == ids
     assert sum(a.item_count for a in AuditEntry.objects.filter(action="purge")) == len(ids)
 

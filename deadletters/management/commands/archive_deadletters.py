@@ -54,7 +54,7 @@ class Command(BaseCommand):
             type=_non_negative,
             metavar="DAYS",
             help="also delete letters archived more than DAYS ago, after writing them to a "
-            "gzip JSON-lines file under ARCHIVE_DIR",
+            "run of gzip JSON-lines parts in the archive storage (ARCHIVE_DIR or the S3 bucket)",
         )
         parser.add_argument(
             "--batch-pause",
@@ -113,5 +113,5 @@ class Command(BaseCommand):
         done = "archived" if phase == "archive" else "purged"
         line = f"{done} {result.count} dead letters in {result.batches} batches ({where})"
         if result.file is not None:
-            line += f"; written to {result.file}"
+            line += f"; written to {result.file}/ in the archive storage"
         self._say(line)

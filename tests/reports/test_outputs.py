@@ -1,0 +1,69 @@
+"""reports.outputs on each storage backend: per-attempt keys, the download lookup (missing and
+escaping names), streaming of large files, and the removal of attempts' files."""
+
+import os
+
+import pytest
+from django.core.files.storage import storages
+
+from reports.models import TaskStatus
+from reports.outputs import (
+    open_output,
+    remove_attempt_output,
+    remove_other_attempts_output,
+    remove_output,
+    store_output,
+)
+from tests.conftest import stored_names
+from tests.factories import make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def stored(tmp_path, public_id, attempt, name="probe.csv", data=b"a,b\n1,2\n") -> str:
+    local = tmp_path / name
+    local.write_bytes(data)
+    return store_output(local, public_id, attempt)
+
+
+def test_an_output_is_stored_under_its_attempt_and_read_back(report_storage, tmp_path):
+    name = stored(tmp_path, "t1", 3)
+    assert name == "reports/t1/attempt-3/probe.csv"
+    with open_output(name) as handle:
+        assert handle.read() == b"a,b\n1,2\n"
+
+
+@pytest.mark.parametrize("name", ["", "missing.csv", "../outside.txt", "/etc/hostname", "reports/../../x", "a\x00b"])
+def test_missing_or_escaping_names_open_nothing(report_storage, tmp_path, name):
+    stored(tmp_path, "t1", 1)
+    assert open_output(name) is None
+
+
+def test_a_large_output_downloads_in_chunks_whole(report_storage, tmp_path, token_client):
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    name = stored(tmp_path, "big", 1, name="big.csv", data=data)
+    task = make_task(status=TaskStatus.DONE, output_file=name)
+
+    response = token_client.get(f"/report/task/{task.public_id}/output")
+
+    assert response.status_code == 200 and response.streaming
+    chunks = list(response.streaming_content)
+    assert len(chunks) > 1 and b"".join(chunks) == data
+
+
+def test_removals_take_exactly_the_attempts_they_name(report_storage, tmp_path):
+    for attempt in (1, 2, 3):
+        stored(tmp_path, "t1", attempt)
+    stored(tmp_path, "t2", 1)
+
+    remove_attempt_output("t1", 1)
+    assert stored_names(storages["default"], "reports/t1") == [
+        "reports/t1/attempt-2/probe.csv",
+        "reports/t1/attempt-3/probe.csv",
+    ]
+    remove_other_attempts_output("t1", keep=3)
+    assert stored_names(storages["default"], "reports/t1") == ["reports/t1/attempt-3/probe.csv"]
+    remove_output("reports/t1/attempt-3/probe.csv")
+    assert stored_names(storages["default"], "reports/t1") == []
+    assert stored_names(storages["default"], "reports/t2") == ["reports/t2/attempt-1/probe.csv"]
+    remove_other_attempts_output("nothing-stored", keep=1)  # no error for a task without files
