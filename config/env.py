@@ -91,3 +91,25 @@ def env_rate(name: str, default: str) -> tuple[int, int] | None:
     if not count.isdigit() or int(count) < 1 or period is None:
         raise ImproperlyConfigured(f"{name} must be like 600/minute (second, minute, hour, day) or off, got {raw!r}")
     return int(count), period
+
+
+def env_kind_map(name: str, *, choices=None, minimum: int | None = None) -> dict:
+    """"kind=value,kind=value": values from `choices`, or integers >= `minimum`; a malformed entry
+    fails start-up with its name."""
+    result = {}
+    for part in env_list(name, ""):
+        kind, sep, value = (piece.strip() for piece in part.partition("="))
+        try:
+            if not sep or not kind:
+                raise ValueError
+            if choices is not None:
+                if value not in choices:
+                    raise ValueError
+                result[kind] = value
+            else:
+                result[kind] = int(value)
+                if minimum is not None and result[kind] < minimum:
+                    raise ValueError
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must look like 'kind=value,kind=value', got {part!r}") from None
+    return result

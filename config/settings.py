@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 
 from config import redis_client
-from config.env import env_bool, env_float, env_float_list, env_int, env_list, env_rate, env_str
+from config.env import env_bool, env_float, env_float_list, env_int, env_kind_map, env_list, env_rate, env_str
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -362,38 +362,10 @@ CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
 CONSOLE_TRACEBACK_DISPLAY_CHARS = env_int("CONSOLE_TRACEBACK_DISPLAY_CHARS", 200_000, minimum=1000)
 
 # --- Batches, priorities, paused kinds ----------------------------------------
-def _kind_map(name: str, cast) -> dict:
-    """"kind=value,kind=value" from the environment; a malformed entry fails start-up with its name."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    result = {}
-    for part in env_list(name, ""):
-        kind, sep, value = part.partition("=")
-        try:
-            if not sep or not kind.strip():
-                raise ValueError
-            result[kind.strip()] = cast(value.strip())
-        except ValueError:
-            raise ImproperlyConfigured(f"{name} must look like 'kind=value,kind=value', got {part!r}") from None
-    return result
-
-
-def _priority(value: str) -> str:
-    if value not in REPORT_QUEUES:
-        raise ValueError(value)
-    return value
-
-
-def _positive_int(value: str) -> int:
-    if int(value) < 1:
-        raise ValueError(value)
-    return int(value)
-
-
 # Per-kind default queue, overriding each kind's default_priority ("http_export=low").
-REPORT_KIND_PRIORITIES = _kind_map("REPORT_KIND_PRIORITIES", _priority)
+REPORT_KIND_PRIORITIES = env_kind_map("REPORT_KIND_PRIORITIES", choices=REPORT_QUEUES)
 # At most N running tasks of a kind across all workers ("probe=2,http_export=4").
-REPORT_KIND_CONCURRENCY = _kind_map("REPORT_KIND_CONCURRENCY", _positive_int)
+REPORT_KIND_CONCURRENCY = env_kind_map("REPORT_KIND_CONCURRENCY", minimum=1)
 # Every other kind's cap, so no client's flood of one kind takes every worker; 0 = uncapped.
 REPORT_KIND_DEFAULT_CONCURRENCY = env_int("REPORT_KIND_DEFAULT_CONCURRENCY", 4, minimum=0)
 REPORT_BATCH_MAX_ITEMS = env_int("REPORT_BATCH_MAX_ITEMS", 10_000, minimum=1)

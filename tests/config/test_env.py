@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from config import env
 
@@ -15,7 +16,6 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 # Every variable config/settings.py reads through config.env.
 SETTING_NAMES = sorted(
     set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
-    | set(re.findall(r'_kind_map\(\s*"([A-Z_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
 )
 PROBE = """
 import json, django
@@ -190,3 +190,14 @@ def test_a_bad_report_storage_fails_at_start_up_with_its_name(tmp_path, override
     result = _storages_with({**overrides, "AWS_SECRET_ACCESS_KEY": "do-not-print-me"}, tmp_path)
     assert result.returncode != 0 and message in result.stderr
     assert "do-not-print-me" not in result.stderr
+
+
+def test_a_kind_map_reads_kind_value_pairs_and_names_a_bad_entry(monkeypatch):
+    monkeypatch.setenv("X_KIND_MAP", "probe=2, http_export = 4")
+    assert env.env_kind_map("X_KIND_MAP", minimum=1) == {"probe": 2, "http_export": 4}
+    monkeypatch.setenv("X_KIND_MAP", "probe=low")
+    assert env.env_kind_map("X_KIND_MAP", choices=("high", "default", "low")) == {"probe": "low"}
+    for bad, options in [("probe=0", {"minimum": 1}), ("probe", {"minimum": 1}), ("=3", {}), ("probe=urgent", {"choices": ("low",)})]:
+        monkeypatch.setenv("X_KIND_MAP", bad)
+        with pytest.raises(ImproperlyConfigured, match=f"X_KIND_MAP must look like .*{re.escape(repr(bad))}"):
+            env.env_kind_map("X_KIND_MAP", **options)
