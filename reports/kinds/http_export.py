@@ -34,7 +34,10 @@ class HttpExport(ReportKind):
             "string",
             default="",
             max_length=200,
-            description="dotted path to the list of records in the answer (e.g. data.items)",
+            description=(
+                "dotted path to the list of records in the answer (e.g. data.items); empty: the answer "
+                "itself, or the one list of objects it holds"
+            ),
         ),
     )
     def validate(self, params):
@@ -76,17 +79,42 @@ class HttpExport(ReportKind):
             data = json.loads(body)
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
             raise PermanentError("the source did not answer JSON") from None
-        for key in filter(None, params["records_path"].split(".")):
-            if not isinstance(data, dict) or key not in data:
-                raise PermanentError(f"records_path: {key!r} not found in the response")
-            data = data[key]
-        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        if params["records_path"]:
+            for key in params["records_path"].split("."):
+                if not isinstance(data, dict) or key not in data:
+                    raise PermanentError(f"records_path: {key!r} not found in the response")
+                data = data[key]
+        else:
+            data = _the_one_record_list(data)
+        if not _is_record_list(data):
             raise PermanentError("the response is not a list of objects")
         columns: list[str] = []
         for item in data:
             columns.extend(key for key in item if key not in columns)
         rows = ([_cell(item.get(column, "")) for column in columns] for item in data)
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
+
+
+def _is_record_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _the_one_record_list(data):
+    """With no records_path: the answer itself when it is a list, else the shallowest list of objects
+    inside it when there is exactly one (the demo source's `data.items`, most APIs' envelopes)."""
+    level = [("", data)]
+    while level and not any(_is_record_list(value) for _, value in level):
+        level = [
+            (f"{path}.{key}".lstrip("."), value)
+            for path, holder in level
+            if isinstance(holder, dict)
+            for key, value in holder.items()
+        ]
+    found = [(path, value) for path, value in level if _is_record_list(value)]
+    if len(found) > 1:
+        paths = ", ".join(path for path, _ in found[:5])
+        raise PermanentError(f"the response holds several lists of objects; set records_path to one of {paths}")
+    return found[0][1] if found else data
 
 
 def _cell(value):

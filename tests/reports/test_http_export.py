@@ -273,3 +273,19 @@ def test_the_fetch_connects_to_the_address_checked_not_to_a_second_lookup(source
     body = outbound.fetch(checked, timeout=5, deadline=5, max_bytes=10_000)
     assert json.loads(body)["data"]["items"] == ORDERS
     assert source.hosts_seen == [f"source.test:{port}"]
+
+
+def test_without_records_path_the_one_list_of_objects_in_the_answer_is_found(export, source):
+    """The demo source answers {"data": {"items": [...]}}: the kind's defaults must tabulate it."""
+    path = export(f"{source.origin}/orders")
+    assert path.read_text().splitlines()[0] == "id,note,amount"
+    assert len(path.read_text().splitlines()) == 1 + len(ORDERS)
+
+
+def test_several_lists_of_objects_ask_for_records_path():
+    from reports.kinds.http_export import _the_one_record_list
+
+    assert _the_one_record_list([{"a": 1}]) == [{"a": 1}]
+    assert _the_one_record_list({"meta": {"n": 1}, "data": {"items": [{"a": 1}]}}) == [{"a": 1}]
+    with pytest.raises(PermanentError, match="set records_path to one of a, b"):
+        _the_one_record_list({"a": [{"x": 1}], "b": [{"y": 2}]})
