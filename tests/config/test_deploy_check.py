@@ -14,7 +14,11 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def production_environment(var_dir: Path) -> dict:
-    environ = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    # Not the test session's own switches either: the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE
+    # (Playwright's loop beside the ORM), which no deployment has and check --deploy refuses.
+    environ = {
+        k: v for k, v in os.environ.items() if k not in SETTING_NAMES and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
     environ.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         VAR_DIR=str(var_dir),
