@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from api.errors import ApiError, api_error_response
 from reports.kinds import get_kind
 from reports.models import ApiToken
-from reports.tokens import authenticate_token
+from reports.services.tokens import authenticate_token
 
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="report-api"'}

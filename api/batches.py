@@ -13,9 +13,9 @@ from api.errors import ApiError
 from api.request_body import idempotency_key, iso, read_json_object
 from api.submit_budget import submit_budget
 from deadletters.links import batch_url
-from reports.batches import BatchConflict, BatchInvalid, batch_progress, submit_batch
 from reports.models import ApiScope, Priority, ReportBatch
 from reports.selectors import batch_by_api_id
+from reports.services.batches import BatchConflict, BatchInvalid, batch_progress, submit_batch
 
 SUBMIT_FIELDS = {"items", "idempotency_key", "name", "priority"}
 

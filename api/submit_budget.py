@@ -21,7 +21,7 @@ from redis import RedisError
 
 from api.errors import ApiError
 from reports.models import ApiToken
-from reports.queueing import redis_connection
+from transport.connection import redis_connection
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ def timed(fn):
 
 
 def run(n: int) -> None:
-    from bench._legacy import PURGE_FIELDS
+    from bench.baselines_bulk import PURGE_FIELDS
     from deadletters.models import DeadLetter, DeadLetterStatus
     from deadletters.services.purge import _release_references, purge_batch_statement
 

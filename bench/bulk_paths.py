@@ -194,7 +194,7 @@ def bench_archive_and_purge(size: int, args) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from bench import _legacy
+    from bench import baselines_bulk
     from deadletters.models import DeadLetter, DeadLetterStatus
 
     DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).update(status=DeadLetterStatus.DISCARDED)
@@ -207,14 +207,14 @@ def bench_archive_and_purge(size: int, args) -> None:
         DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).update(
             status=DeadLetterStatus.ARCHIVED, archived_at=timezone.now() - timedelta(days=90))
         Path(os.environ["ARCHIVE_DIR"]).mkdir(parents=True, exist_ok=True)
-        rows, seconds = _legacy.purge_batches(Path(os.environ["ARCHIVE_DIR"]) / "legacy.jsonl.gz",
+        rows, seconds = baselines_bulk.purge_batches(Path(os.environ["ARCHIVE_DIR"]) / "legacy.jsonl.gz",
                                               timezone.now() - timedelta(days=60), limit=sample)
         legacy_purge = rows / seconds
     seconds = _common.insert_dead_letters(size, task_ids=shared_tasks, expired=True)
     print(f"  (inserted {size} expired letters sharing one expire_at in {seconds:.1f}s, not counted)", flush=True)
     legacy_select = None
     if connection.vendor == "postgresql":
-        times = _legacy.archive_batch_select(timezone.now())
+        times = baselines_bulk.archive_batch_select(timezone.now())
         legacy_select = sorted(times)[len(times) // 2]
     connection.close()
 
@@ -261,32 +261,33 @@ def child(step: str, argv: list[str]) -> None:
     import django
 
     django.setup()
-    from reports import queueing
+    from transport.connection import redis_connection
+    from transport.queues import get_queue
 
     if step == "submit":
         from django.test import Client
 
-        from reports.tokens import create_api_token
+        from reports.services.tokens import create_api_token
 
         n = int(argv[0])
         # The probe is operator-only; a fresh token's submit budget takes one batch of any size.
         raw = create_api_token(name=f"bench-{time.time_ns()}", scopes=("submit", "operator"))[1]
         body = json.dumps({"items": [{"kind": "probe", "params": {"write_output": False}} for _ in range(n)]})
         client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        queueing.redis_connection().flushall()
+        redis_connection().flushall()
         start = time.perf_counter()
         response = client.generic("POST", "/report/batch/submit", body, content_type="application/json")
         seconds = time.perf_counter() - start
         if response.status_code not in (200, 201):
             raise SystemExit(f"batch submit answered {response.status_code}: {response.content[:500]!r}")
-        from reports.jobs import fan_out_batch
         from reports.models import ReportBatch
+        from reports.worker.report_job import fan_out_batch
 
         # Large batches are enqueued by one job on the high queue; run it as a worker would.
         fan_out_start = time.perf_counter()
         fan_out_batch(ReportBatch.objects.latest("pk").pk)
         fan_out = time.perf_counter() - fan_out_start
-        enqueued = queueing.get_queue("default").count
+        enqueued = get_queue("default").count
         print(json.dumps({"seconds": seconds, "status": response.status_code, "enqueued": enqueued,
                           "fan_out": fan_out}))
     elif step == "replay":
@@ -320,13 +321,13 @@ def child(step: str, argv: list[str]) -> None:
                           "runs": runs, "statements": len(queries),
                           "batches": -(-bulk.processed // batch_size_for(bulk.rate_per_second))}))
     elif step == "replay-legacy":
-        from bench import _legacy
+        from bench import baselines_bulk
         from deadletters.models import BulkAction, DeadLetter, DeadLetterStatus
 
         n = int(argv[0])
         bulk = BulkAction.objects.create(action="replay", actor="bench-legacy", total=n)
         ids = list(DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).order_by("pk").values_list("pk", flat=True)[:n])
-        print(json.dumps({"seconds": _legacy.replay_letter_by_letter(bulk, ids)}))
+        print(json.dumps({"seconds": baselines_bulk.replay_letter_by_letter(bulk, ids)}))
     else:
         raise SystemExit(f"unknown step {step}")
 

@@ -2,9 +2,9 @@
 to `done` by our workers, against what a user could pick instead, all on the same Redis and
 machine, in alternating rounds:
 
-  ours fork     reports.worker.ReportWorker x W    (`manage.py rqworker --burst`), N report tasks
+  ours fork     reports.worker.process.ReportWorker x W    (`manage.py rqworker --burst`), N report tasks
   bare fork     rq.Worker x W                       N no-op RQ jobs (bench.noop.noop)
-  ours simple   reports.worker.SimpleReportWorker x W
+  ours simple   reports.worker.process.SimpleReportWorker x W
   bare simple   rq.SimpleWorker x W
   celery        Celery prefork, W pool processes, task_acks_late (bench/workers.py), N no-op tasks
 
@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _common  # noqa: E402
 
 WORKER_CLASSES = {
-    ("ours", "fork"): "reports.worker.ReportWorker",
+    ("ours", "fork"): "reports.worker.process.ReportWorker",
     ("bare", "fork"): "rq.Worker",
-    ("ours", "simple"): "reports.worker.SimpleReportWorker",
+    ("ours", "simple"): "reports.worker.process.SimpleReportWorker",
     ("bare", "simple"): "rq.SimpleWorker",
 }
 
@@ -62,11 +62,11 @@ def run(bench, args) -> None:
     from rq import Queue
     from rq.job import Job
 
-    from reports import queueing
     from reports.models import ReportTask, TaskAttempt, TaskStatus
     from reports.services import submit_task
+    from transport.connection import redis_connection
 
-    conn = queueing.redis_connection()
+    conn = redis_connection()
     pickled_queue = Queue("default", connection=conn)  # bare RQ as shipped: pickle, rq.Worker's default
     n = args.n
     kinds = [k.strip() for k in args.variants.split(",") if k.strip()]

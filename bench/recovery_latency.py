@@ -90,7 +90,7 @@ def run(bench, robot, args) -> None:
     from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
     from reports.services import submit_task
 
-    print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker (reports.worker.ReportWorker) with "
+    print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker (reports.worker.process.ReportWorker) with "
           f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, "
           f"lease {settings.REPORT_LEASE_SECONDS:g} s, `reap_tasks --loop` every {settings.REAPER_INTERVAL} s, "
           f"retry backoff 0, database {connection.vendor}")
@@ -99,7 +99,7 @@ def run(bench, robot, args) -> None:
 
     def start() -> None:
         name = f"latency-{len(workers) + 1}"  # a new name: the dead worker's key lingers in Redis
-        workers[name] = _common.start_worker(bench, name=name, burst=False, worker_class="reports.worker.ReportWorker",
+        workers[name] = _common.start_worker(bench, name=name, burst=False, worker_class="reports.worker.process.ReportWorker",
                                              queues=("high", "default", "low"), scheduler=True)
 
     for _ in (1, 2):

@@ -131,9 +131,9 @@ EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 REDIS_URL = env_str("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 REPORT_QUEUES = ("high", "default", "low")
 # Jobs carry only integers, so they are JSON: unpickling what sits in Redis would run whatever
-# code anyone able to write there put in it. reports.queueing.JobSerializer also reads the
+# code anyone able to write there put in it. transport.serializer.JobSerializer also reads the
 # pickled jobs of earlier releases, while RQ_ACCEPT_PICKLED_JOBS is on (README, "Upgrading").
-JOB_SERIALIZER = "reports.queueing.JobSerializer"
+JOB_SERIALIZER = "transport.serializer.JobSerializer"
 RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
 # Every Redis client comes from config.redis_client (plain URLs and redis+sentinel://), with these
 # timeouts and a bounded retry with exponential backoff that rides through a Sentinel failover
@@ -159,7 +159,12 @@ RQ_QUEUES = {
 }
 # rqworker (and `manage.py up`) start our worker class unless --worker-class says otherwise: the
 # worker process claims each attempt, heartbeats its lease and records its outcome.
-RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "reports.worker.ReportWorker"}  # we enqueue on commit ourselves
+# A worker imports and runs only the job functions the apps declared (transport.registry).
+RQ = {
+    "COMMIT_MODE": "auto",  # we enqueue on commit ourselves
+    "WORKER_CLASS": "reports.worker.process.ReportWorker",
+    "JOB_CLASS": "transport.registry.AllowlistedJob",
+}
 RQ_SHOW_ADMIN_LINK = False
 
 # --- Report tasks -------------------------------------------------------------
@@ -195,7 +200,7 @@ RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
 # there does this site serve its demo JSON and may http_export fetch it. Any deployment that names
 # its Redis is not a demo unless DEMO_SETUP=true says so.
 DEMO_SETUP = env_bool("DEMO_SETUP", not env_str("REDIS_URL"))
-# http_export's outbound policy (reports/outbound.py): only `host` (its scheme's default port) or
+# http_export's outbound policy (reports/kinds/outbound.py): only `host` (its scheme's default port) or
 # `host:port` entries; an address that is not public (loopback, private, link-local, metadata) is
 # fetched only when the allowlist names that address itself. Empty outside the demo setup.
 _DEMO_SOURCE = "127.0.0.1:8000"

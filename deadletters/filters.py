@@ -17,7 +17,7 @@ whose fingerprint starts with it. The search box (`q`, also the API's) is `searc
 
 import re
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import date, datetime, time, timedelta
 from urllib.parse import urlencode
 
@@ -106,13 +106,6 @@ class DeadLetterFilters:
     def as_json(self) -> dict:
         """JSON-serialisable (for BulkAction.filters); parse_dead_letter_filters() reads it back."""
         return self.as_params()
-
-    def with_changes(self, **changes) -> "DeadLetterFilters":
-        return replace(self, **changes)
-
-    @property
-    def is_default(self) -> bool:
-        return not self.as_params()
 
     @property
     def is_narrowed(self) -> bool:

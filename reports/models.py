@@ -95,7 +95,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    # ApiScope values; reports/tokens.py chooses and checks them.
+    # ApiScope values; reports/services/tokens.py chooses and checks them.
     scopes = models.JSONField(default=list)
 
     def __str__(self) -> str:
@@ -160,14 +160,6 @@ class ReportTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.public_id} ({self.status})"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in (TaskStatus.DONE, TaskStatus.DEAD)
-
-    @property
-    def attempts_left(self) -> int:
-        return max(self.max_attempts - self.attempt, 0)
 
     @property
     def run_attempt(self) -> int:

@@ -13,7 +13,7 @@ task_died = Signal()
 
 # A batch completed with dead tasks, for the first time (it is announced once per batch, even
 # if a replay reopens it). Sent inside the completing transaction.
-# kwargs: batch (ReportBatch), progress (reports.batches.BatchProgress).
+# kwargs: batch (ReportBatch), progress (reports.services.batches.BatchProgress).
 batch_completed_with_dead = Signal()
 
 # One reaper pass ended (`manage.py reap_tasks`): housekeeping of the layers above, such as

@@ -21,8 +21,8 @@ from django.db import connection
 
 from config.embedded_redis import RedisServer
 from config.storage import storages_setting
-from reports import queueing
 from tests.storage_server import S3Server
+from transport.connection import _redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 S3_SETTING_NAMES = (
@@ -55,7 +55,7 @@ def redis_server(tmp_path_factory):
     settings.REDIS_URL = server.url
     for config in settings.RQ_QUEUES.values():
         config["URL"] = server.url
-    queueing._redis.cache_clear()
+    _redis.cache_clear()
     yield server
     server.stop()
 
@@ -267,7 +267,7 @@ _worker_numbers = itertools.count(1)
 
 @pytest.fixture
 def start_worker(subprocess_env, redis_conn, tmp_path, request):
-    """Factory: start_worker(**env) starts a worker process (reports.worker.ReportWorker unless
+    """Factory: start_worker(**env) starts a worker process (reports.worker.process.ReportWorker unless
     worker_class says otherwise) and waits until it listens."""
     started: list[WorkerProcess] = []
 
@@ -406,7 +406,7 @@ def api_token(db):
     """A fresh active API token's raw value (as create_api_token prints it once), with every scope
     (operator included: it sees every task, as the tests' factories make owner-less ones)."""
     from reports.models import ApiScope
-    from reports.tokens import create_api_token
+    from reports.services.tokens import create_api_token
 
     return create_api_token(name="test-client", scopes=ApiScope.values)[1]
 

@@ -7,9 +7,9 @@ from django.shortcuts import render
 from django_htmx.http import HttpResponseStopPolling
 
 from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_view
-from reports.batches import batch_progress
 from reports.models import BatchStatus, ReportBatch
-from reports.pausing import paused_kinds
+from reports.services.batches import batch_progress
+from reports.services.pausing import paused_kinds
 
 LIST_LIMIT = 50
 DETAIL_TASKS = 200

@@ -10,8 +10,8 @@ from console.views.common import wants_partial
 from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
 from deadletters.selectors import stats
-from reports.queueing import queue_overview
 from reports.selectors import task_status_counts
+from transport.overview import queue_overview
 
 
 def _chart(buckets, *, width: int = 720, height: int = 120, label_every: int = 6) -> dict:

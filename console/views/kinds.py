@@ -12,11 +12,11 @@ from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_vie
 from console.views.common import actor
 from deadletters.audit import REASON_MAX, client_ip
 from deadletters.services.kind_pauses import pause_kind, resume_kind
-from reports import semaphore
 from reports.errors import InvalidParams
 from reports.kinds import KINDS
 from reports.models import ReportTask, TaskStatus
-from reports.pausing import KindNotPaused, paused_kinds
+from reports.services.pausing import KindNotPaused, paused_kinds
+from reports.worker import concurrency
 
 
 @console_view(BATCH_VIEW_PERMISSION)
@@ -34,7 +34,7 @@ def kind_list(request, *, error: str = "", status: int = 200):
             "name": name,
             "title": kind.title,
             "priority": settings.REPORT_KIND_PRIORITIES.get(name, kind.default_priority),
-            "cap": semaphore.limit_for(name),
+            "cap": concurrency.limit_for(name),
             "waiting": waiting.get(name, 0),
             "paused": paused.get(name),
         }

@@ -6,7 +6,7 @@ and nothing here writes to the database itself: deadletters.services does.
 """
 
 from django.contrib import messages
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -21,13 +21,11 @@ from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
 from deadletters.services.replay import replay_conflict_details, replay_dead_letter
 from deadletters.services.transitions import (
     DeadLetterConflict,
-    archive_dead_letter,
-    discard_dead_letter,
-    restore_dead_letter,
+    change_dead_letter,
 )
 from reports.errors import InvalidParams
 from reports.kinds import get_kind
-from reports.models import TaskStatus
+from reports.models import ReportTask, TaskStatus
 from reports.services import TaskNotReplayable
 
 
@@ -72,27 +70,17 @@ def _edit_context(letter: DeadLetter, form) -> dict:
     }
 
 
-@require_http_methods(["GET", "POST"])
-@console_view(REPLAY_PERMISSION)
-def replay(request, letter_id: int):
-    """GET: what will be replayed and a confirm button. POST: replay, then back to the letter."""
-    letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
-    form = ReasonForm(request.POST if request.method == "POST" else None)
-    if request.method == "GET" or not form.is_valid():
-        if not _is_replayable(letter):
-            return _replay_refused(request, letter, _not_replayable_exc(letter))
-        return render(
-            request,
-            "console/replay_confirm.html",
-            {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
-            status=400 if form.is_bound else 200,
-        )
+def _replay(request, letter: DeadLetter, form, **changes) -> ReportTask | HttpResponse | None:
+    """Replay the letter as the form asks. The refusals every replay view answers alike are
+    answered here: the replayed task, a response to send instead, or None when the form now
+    carries an error (show it again)."""
     try:
-        task = replay_dead_letter(
+        return replay_dead_letter(
             dead_letter_id=letter.pk,
             actor=actor(request),
             ip_address=client_ip(request),
             reason=form.cleaned_data["reason"],
+            **changes,
         )
     except DeadLetterNotFound:
         raise Http404("No such dead letter") from None
@@ -100,14 +88,33 @@ def replay(request, letter_id: int):
         return _replay_refused(request, letter, exc)
     except ReasonRequired:
         form.add_error("reason", "Say why: a reason is required for every replay here.")
-        return render(
-            request,
-            "console/replay_confirm.html",
-            {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
-            status=400,
-        )
-    messages.success(request, f"Dead letter {letter.pk} replayed: task {task.public_id} is queued again.")
-    return redirect(_detail_url(letter.pk))
+    except InvalidParams as exc:
+        for field, message in getattr(exc, "errors", [(exc.field, exc.message)]):
+            form.add_error("params", f"{field}: {message}")
+    return None
+
+
+@require_http_methods(["GET", "POST"])
+@console_view(REPLAY_PERMISSION)
+def replay(request, letter_id: int):
+    """GET: what will be replayed and a confirm button. POST: replay, then back to the letter."""
+    letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        outcome = _replay(request, letter, form)
+        if isinstance(outcome, HttpResponse):
+            return outcome
+        if outcome is not None:
+            messages.success(request, f"Dead letter {letter.pk} replayed: task {outcome.public_id} is queued again.")
+            return redirect(_detail_url(letter.pk))
+    elif not _is_replayable(letter):
+        return _replay_refused(request, letter, _not_replayable_exc(letter))
+    return render(
+        request,
+        "console/replay_confirm.html",
+        {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
+        status=400 if form.is_bound else 200,
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -126,34 +133,20 @@ def replay_edit(request, letter_id: int):
         )
     form = ReplayEditForm(request.POST)
     if form.is_valid():
-        try:
-            task = replay_dead_letter(
-                dead_letter_id=letter.pk,
-                actor=actor(request),
-                ip_address=client_ip(request),
-                reason=form.cleaned_data["reason"],
-                params=form.cleaned_data["params"],
-            )
-        except DeadLetterNotFound:
-            raise Http404("No such dead letter") from None
-        except TaskNotReplayable as exc:
-            return _replay_refused(request, letter, exc)
-        except ReasonRequired:
-            form.add_error("reason", "Say why: a reason is required for every replay here.")
-        except InvalidParams as exc:
-            for field, message in getattr(exc, "errors", [(exc.field, exc.message)]):
-                form.add_error("params", f"{field}: {message}")
-        else:
+        outcome = _replay(request, letter, form, params=form.cleaned_data["params"])
+        if isinstance(outcome, HttpResponse):
+            return outcome
+        if outcome is not None:
             messages.success(
                 request,
-                f"Dead letter {letter.pk} replayed with edited params: task {task.public_id} is queued again.",
+                f"Dead letter {letter.pk} replayed with edited params: task {outcome.public_id} is queued again.",
             )
             return redirect(_detail_url(letter.pk))
     # Refused input: the form again with every error, as a 400 (nothing was changed).
     return render(request, "console/replay_edit.html", _edit_context(letter, form), status=400)
 
 
-def _state_change(request, letter_id: int, service, done: str):
+def _state_change(request, letter_id: int, action: str, done: str):
     letter = get_object_or_404(DeadLetter, pk=letter_id)
     form = ReasonForm(request.POST)
     if not form.is_valid():
@@ -165,7 +158,8 @@ def _state_change(request, letter_id: int, service, done: str):
             status=400,
         )
     try:
-        service(
+        change_dead_letter(
+            action=action,
             dead_letter_id=letter.pk,
             actor=actor(request),
             ip_address=client_ip(request),
@@ -192,16 +186,16 @@ def _state_change(request, letter_id: int, service, done: str):
 @require_POST
 @console_view(ARCHIVE_PERMISSION)
 def archive(request, letter_id: int):
-    return _state_change(request, letter_id, archive_dead_letter, "archived")
+    return _state_change(request, letter_id, "archive", "archived")
 
 
 @require_POST
 @console_view(ARCHIVE_PERMISSION)
 def discard(request, letter_id: int):
-    return _state_change(request, letter_id, discard_dead_letter, "discarded")
+    return _state_change(request, letter_id, "discard", "discarded")
 
 
 @require_POST
 @console_view(ARCHIVE_PERMISSION)
 def restore(request, letter_id: int):
-    return _state_change(request, letter_id, restore_dead_letter, "restored")
+    return _state_change(request, letter_id, "restore", "restored")

@@ -13,7 +13,7 @@ from deadletters.alerts.client import CONFIG_ERRCODES, THROTTLED_ERRCODE, RobotC
 from deadletters.alerts.ratelimit import RobotState
 from deadletters.alerts.sender import send_retry_delay
 from deadletters.models import Alert, AlertMessage, AlertStatus
-from reports import queueing
+from transport.connection import redis_connection
 
 
 @dataclass
@@ -78,7 +78,7 @@ def alert_health(*, robot: RobotConfig | None = None, clock=time.time) -> AlertH
         health.config_error = last_bad.last_error
     if robot.configured:
         try:
-            state = RobotState(queueing.redis_connection(), robot, clock=clock)
+            state = RobotState(redis_connection(), robot, clock=clock)
             recorded = state.config_error()
             if recorded and recorded.get("active"):
                 health.config_error = recorded.get("error", "") or health.config_error

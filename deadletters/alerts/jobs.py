@@ -4,7 +4,7 @@ import logging
 
 from deadletters.alerts.outbox import KICK_KEY
 from deadletters.alerts.sender import send_pending_alerts
-from reports import queueing
+from transport.connection import redis_connection
 
 logger = logging.getLogger("deadletters.alerts")
 
@@ -12,7 +12,7 @@ logger = logging.getLogger("deadletters.alerts")
 def send_alerts_job() -> str:
     """One send pass, kicked when a dead letter commits. Clears the kick key first so an alert
     committed while this pass runs gets a pass of its own."""
-    queueing.redis_connection().delete(KICK_KEY)
+    redis_connection().delete(KICK_KEY)
     report = send_pending_alerts()
     if report.did_something or report.paused:
         logger.info("alert pass: %s", report.summary())

@@ -11,13 +11,14 @@ from django.db import transaction
 
 from deadletters.alerts import messages
 from deadletters.models import Alert, AlertCategory, AlertStatus
-from reports import queueing
+from transport.connection import redis_connection
+from transport.queues import enqueue_job
 
 logger = logging.getLogger("deadletters.alerts")
 
 KICK_KEY = "alerts:sender:kick"
 KICK_TTL_SECONDS = 30
-JOB_FUNC = "deadletters.alerts.jobs.send_alerts_job"
+SEND_ALERTS_JOB_FUNC = "deadletters.alerts.jobs.send_alerts_job"
 
 
 def enqueue_dead_letter_alert(*, dead_letter) -> Alert:
@@ -65,16 +66,14 @@ def kick_sender() -> str | None:
     """Enqueue one send pass on the `high` queue. Kicks within KICK_TTL_SECONDS of a queued pass
     are one SET NX each (cheap); the job deletes the key when it starts, so an alert committed
     during a pass gets a pass of its own. `send_alerts --loop` is the backstop for lost jobs."""
-    conn = queueing.redis_connection()
+    conn = redis_connection()
     if not conn.set(KICK_KEY, "1", nx=True, ex=KICK_TTL_SECONDS):
         return None
-    job_id = f"alerts-send-{uuid.uuid4().hex[:16]}"
-    queueing.get_queue("high").enqueue_call(
-        JOB_FUNC,
-        job_id=job_id,
+    return enqueue_job(
+        SEND_ALERTS_JOB_FUNC,
+        queue="high",
+        job_id=f"alerts-send-{uuid.uuid4().hex[:16]}",
         timeout=int(settings.DINGTALK_TIMEOUT * settings.DINGTALK_RATE_PER_MINUTE * 2 + 60),
         result_ttl=60,
-        failure_ttl=settings.RQ_FAILURE_TTL,
         description="send pending DingTalk alerts",
     )
-    return job_id

@@ -142,9 +142,6 @@ class RobotState:
         data["active"] = float(data.get("until", 0)) > self.clock()
         return data
 
-    def config_error_until(self) -> float | None:
-        return self._until(self.config_key)
-
     def clear_config_error(self) -> None:
         self.conn.delete(self.config_key)
 

@@ -29,7 +29,7 @@ from deadletters.alerts import client, messages
 from deadletters.alerts.client import RobotConfig, SendResult
 from deadletters.alerts.ratelimit import WINDOW_SECONDS, RobotState
 from deadletters.models import Alert, AlertCategory, AlertMessage, AlertStatus
-from reports import queueing
+from transport.connection import redis_connection
 
 logger = logging.getLogger("deadletters.alerts")
 
@@ -100,7 +100,7 @@ class _Sender:
         self.clock = clock
         self.session = session
         self.report = report
-        self.state = RobotState(queueing.redis_connection(), robot, clock=clock)
+        self.state = RobotState(redis_connection(), robot, clock=clock)
 
     def now(self) -> datetime:
         return _dt(self.clock())
@@ -365,7 +365,7 @@ def retry_failed_alerts(*, clock: Clock | None = None, robot: RobotConfig | None
         ).update(status=AlertStatus.PENDING)
     if robot.configured:
         try:
-            RobotState(queueing.redis_connection(), robot, clock=clock).clear_config_error()
+            RobotState(redis_connection(), robot, clock=clock).clear_config_error()
         except RedisError as exc:
             logger.warning("could not clear the config-error pause in Redis: %s", exc)
     return count

@@ -13,11 +13,11 @@ from django.utils import timezone
 from deadletters.audit import REASON_MAX, record_audit, require_reason
 from deadletters.bulk.selection import SCOPE_SELECTED, InvalidBulkRequest, Selection
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus
-from reports import queueing
+from transport.queues import enqueue_job
 
 logger = logging.getLogger("deadletters.bulk")
 
-JOB_FUNC = "deadletters.bulk.jobs.run_bulk_action_job"
+BULK_JOB_FUNC = "deadletters.bulk.jobs.run_bulk_action_job"
 # Slowest allowed rate: one item every 10 s keeps a batch well inside the runner lock.
 MIN_RATE = 0.1
 ACTIVE_STATUSES = (BulkActionStatus.PENDING, BulkActionStatus.RUNNING, BulkActionStatus.PAUSED)
@@ -136,16 +136,14 @@ def _create_bulk(selection, actor, ip_address, reason, rate, threshold, public_i
 
 def enqueue_bulk_job(bulk_id: int) -> str:
     job_id = f"bulk-{bulk_id}-{uuid.uuid4().hex[:12]}"
-    queueing.get_queue("default").enqueue_call(
-        JOB_FUNC,
-        args=(bulk_id,),
+    return enqueue_job(
+        BULK_JOB_FUNC,
+        queue="default",
         job_id=job_id,
+        args=(bulk_id,),
         timeout=settings.BULK_ACTION_SLICE_SECONDS + settings.BULK_ACTION_LOCK_SECONDS + 120,
-        result_ttl=settings.RQ_RESULT_TTL,
-        failure_ttl=settings.RQ_FAILURE_TTL,
         description=f"bulk action {bulk_id}",
     )
-    return job_id
 
 
 def _enqueue_after_commit(bulk_id: int) -> None:

@@ -30,7 +30,7 @@ from deadletters.bulk.selection import SCOPE_SELECTED, Selection, selection_of
 from deadletters.bulk.throttle import Throttle, batch_size_for
 from deadletters.bulk.watch import pause_if_replays_die_again
 from deadletters.models import BulkAction, BulkActionStatus
-from reports import queueing
+from transport.connection import redis_connection
 
 logger = logging.getLogger("deadletters.bulk")
 
@@ -99,7 +99,7 @@ def run_bulk_action(
     slice_seconds: float | None = None,
 ) -> str:
     """The job body. Returns what happened: completed, paused, cancelled, continued, gone, busy."""
-    lock = queueing.redis_connection().lock(
+    lock = redis_connection().lock(
         f"deadletters:bulk:{bulk_id}:runner",
         timeout=settings.BULK_ACTION_LOCK_SECONDS,
         blocking_timeout=settings.BULK_ACTION_LOCK_SECONDS + 5,

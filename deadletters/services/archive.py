@@ -6,7 +6,7 @@ old archived letters lives beside it in deadletters.services.purge.
   or untouched, and the next run carries on.
 - The walk is a keyset on (basis, id) over the index (basis, id) of open letters: every batch starts
   where the last one ended, even when every row shares one expire_at (an index range scan of
-  batch_size rows, never a sort of everything that is due; tests/deadletters/test_archive_plans.py
+  batch_size rows, never a sort of everything that is due; tests/deadletters/services/test_archive_plans.py
   shows the plan on PostgreSQL).
 - On PostgreSQL a batch locks its rows with FOR UPDATE SKIP LOCKED: a letter an operator is
   acting on at that instant is left for the next run instead of blocking either side.

@@ -1,11 +1,11 @@
 """Pausing and resuming a report kind as an operator action: the pipeline's pause
-(reports.pausing) plus its audit entry, in one transaction."""
+(reports.services.pausing) plus its audit entry, in one transaction."""
 
 from django.db import transaction
 
 from deadletters.audit import REASON_MAX, record_audit
-from reports import pausing
 from reports.models import PausedKind
+from reports.services import pausing
 
 
 def pause_kind(

@@ -12,6 +12,7 @@ Bulk actions (deadletters.bulk.apply) apply the same transitions to a batch of l
 with the same from-states and the same per-letter audit entries, each naming its bulk run.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -60,40 +61,53 @@ def _get_letter(dead_letter_id: int) -> DeadLetter:
 
 @dataclass(frozen=True)
 class _Transition:
-    action: str
     from_statuses: tuple
     to_status: str
+    fields: Callable[[datetime], dict]  # what the move sets besides the status, given the time of it
 
 
+def _fresh_retention(now: datetime) -> dict:
+    return {
+        "archived_at": None,
+        "discarded_at": None,
+        "expire_at": now + timedelta(days=settings.DEADLETTER_RETENTION_DAYS),
+    }
+
+
+TRANSITIONS = {
+    "archive": _Transition(ARCHIVABLE_STATUSES, DeadLetterStatus.ARCHIVED, lambda now: {"archived_at": now}),
+    # "never replay this"
+    "discard": _Transition(DISCARDABLE_STATUSES, DeadLetterStatus.DISCARDED, lambda now: {"discarded_at": now}),
+    "restore": _Transition(RESTORABLE_STATUSES, DeadLetterStatus.OPEN, _fresh_retention),
+}
 # Taking a letter out of sight needs a reason when DEADLETTER_REQUIRE_REASON is on; restoring does not.
 REASONED_ACTIONS = ("archive", "discard")
-_ARCHIVE = _Transition("archive", ARCHIVABLE_STATUSES, DeadLetterStatus.ARCHIVED)
-_DISCARD = _Transition("discard", DISCARDABLE_STATUSES, DeadLetterStatus.DISCARDED)
-_RESTORE = _Transition("restore", RESTORABLE_STATUSES, DeadLetterStatus.OPEN)
 
 
-def _transition(
-    transition: _Transition,
+def change_dead_letter(
     *,
+    action: str,
     dead_letter_id: int,
     actor: str,
     ip_address: str | None,
-    reason: str,
-    bulk: BulkAction | None,
-    source: str,
-    updates: dict,
+    reason: str = "",
+    bulk: BulkAction | None = None,
+    source: str = "console",
 ) -> DeadLetter:
-    if bulk is None and transition.action in REASONED_ACTIONS:
-        require_reason(action=transition.action, reason=reason)
+    """One of TRANSITIONS on one letter, audited. Raises DeadLetterNotFound, DeadLetterConflict (the
+    letter is not in a from-state: someone got there first) or ReasonRequired."""
+    transition = TRANSITIONS[action]
+    if bulk is None and action in REASONED_ACTIONS:
+        require_reason(action=action, reason=reason)
     with transaction.atomic():
         changed = DeadLetter.objects.filter(pk=dead_letter_id, status__in=transition.from_statuses).update(
-            status=transition.to_status, **updates
+            status=transition.to_status, **transition.fields(timezone.now())
         )
         letter = _get_letter(dead_letter_id)
         if not changed:
-            raise DeadLetterConflict(letter, transition.action)
+            raise DeadLetterConflict(letter, action)
         record_audit(
-            action=transition.action,
+            action=action,
             actor=actor,
             source=source,
             ip_address=ip_address,
@@ -103,74 +117,3 @@ def _transition(
             details={"bulk": str(bulk.public_id)} if bulk is not None else {},
         )
     return letter
-
-
-def archive_dead_letter(
-    *,
-    dead_letter_id: int,
-    actor: str,
-    ip_address: str | None,
-    reason: str = "",
-    bulk: BulkAction | None = None,
-    source: str = "console",
-) -> DeadLetter:
-    """open -> archived. Raises DeadLetterNotFound or DeadLetterConflict."""
-    return _transition(
-        _ARCHIVE,
-        dead_letter_id=dead_letter_id,
-        actor=actor,
-        ip_address=ip_address,
-        reason=reason,
-        bulk=bulk,
-        source=source,
-        updates={"archived_at": timezone.now()},
-    )
-
-
-def discard_dead_letter(
-    *,
-    dead_letter_id: int,
-    actor: str,
-    ip_address: str | None,
-    reason: str = "",
-    bulk: BulkAction | None = None,
-    source: str = "console",
-) -> DeadLetter:
-    """open -> discarded ("never replay this"). Raises DeadLetterNotFound or DeadLetterConflict."""
-    return _transition(
-        _DISCARD,
-        dead_letter_id=dead_letter_id,
-        actor=actor,
-        ip_address=ip_address,
-        reason=reason,
-        bulk=bulk,
-        source=source,
-        updates={"discarded_at": timezone.now()},
-    )
-
-
-def restore_dead_letter(
-    *,
-    dead_letter_id: int,
-    actor: str,
-    ip_address: str | None,
-    reason: str = "",
-    bulk: BulkAction | None = None,
-    source: str = "console",
-) -> DeadLetter:
-    """archived/discarded -> open, with a fresh retention period (expire_at = now + retention)."""
-    now = timezone.now()
-    return _transition(
-        _RESTORE,
-        dead_letter_id=dead_letter_id,
-        actor=actor,
-        ip_address=ip_address,
-        reason=reason,
-        bulk=bulk,
-        source=source,
-        updates={
-            "archived_at": None,
-            "discarded_at": None,
-            "expire_at": now + timedelta(days=settings.DEADLETTER_RETENTION_DAYS),
-        },
-    )

@@ -1,12 +1,12 @@
 """Fetches JSON over HTTP and tabulates it; its network errors are the natural transient failures.
-What it may fetch, and how, is reports/outbound.py's policy, checked at submit and again before
+What it may fetch, and how, is reports/kinds/outbound.py's policy, checked at submit and again before
 every fetch (a replay runs under today's allowlist, not the one the task was submitted under)."""
 
 import json
 
 from django.conf import settings
 
-from reports import outbound
+import reports.kinds.outbound as outbound
 from reports.errors import InvalidParams, PermanentError
 from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
 

@@ -16,11 +16,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import reports.services.attempt_sql as attempt_sql
-from reports import queueing, semaphore
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
-from reports.retry import retry_delay
+from reports.services.backoff import retry_delay
+from reports.services.enqueue import enqueue_next_attempt_on_commit
 from reports.signals import task_died
+from reports.worker import concurrency
 
 logger = logging.getLogger("reports.services")
 
@@ -71,7 +72,7 @@ def claim_task(
     *, task_id: int, attempt: int, worker: str, lease_seconds: float | None = None
 ) -> "ReportTask | ClaimDeferred | None":
     """pending/retrying -> running for exactly this attempt; None means a phantom delivery,
-    ClaimDeferred a paused kind or a full concurrency cap (reports/pausing.py, reports/semaphore.py).
+    ClaimDeferred a paused kind or a full concurrency cap (reports/services/pausing.py, reports/worker/concurrency.py).
 
     `lease_seconds`: how long the claim holds before a heartbeat must renew it (the worker's
     REPORT_LEASE_SECONDS). None, for a caller that cannot heartbeat: the job timeout plus
@@ -83,11 +84,11 @@ def claim_task(
     waiter = dict(
         kind=outcome.kind, task_id=task_id, attempt=attempt, priority=outcome.priority, timeout=outcome.timeout
     )
-    semaphore.park(**waiter)
+    concurrency.park(**waiter)
     outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds)
     if isinstance(outcome, _NoSlot):
         return ClaimDeferred(CAP_REASON)
-    semaphore.unpark(**waiter)
+    concurrency.unpark(**waiter)
     return outcome
 
 
@@ -101,14 +102,14 @@ def _claim_lean(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | Cla
     now = timezone.now()
     lease_until = now + timedelta(seconds=lease_seconds)
     claim = dict(task_id=task_id, attempt=attempt, worker=worker, now=now, lease_until=lease_until)
-    if not semaphore.any_capped():
+    if not concurrency.any_capped():
         task = attempt_sql.claim(**claim, in_transaction=False)
         return task if task is not None else _why_not_claimed(task_id, attempt)
     with transaction.atomic():
         task = attempt_sql.claim(**claim, in_transaction=True)
         if task is not None:
             slot_lease = task.timeout_seconds + settings.REPORT_LEASE_GRACE
-            if not semaphore.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
+            if not concurrency.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
                 transaction.set_rollback(True)
                 return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
             with connection.cursor() as cursor:
@@ -154,7 +155,7 @@ def _claim_orm(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | Clai
             return None
         # The slot is taken only by a real claim (never by a phantom), and the claim is undone
         # when there is none: the row stays pending/retrying with its attempt number unused.
-        if not semaphore.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
+        if not concurrency.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
             transaction.set_rollback(True)
             return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
         TaskAttempt.objects.create(task_id=task_id, number=attempt, worker=worker[:200], started_at=now)
@@ -247,7 +248,7 @@ def record_attempt_failure(
         task.refresh_from_db()
         if retry:
             delay_is_due = next_retry_at <= timezone.now()
-            queueing.enqueue_next_attempt_on_commit(task, at=None if delay_is_due else next_retry_at)
+            enqueue_next_attempt_on_commit(task, at=None if delay_is_due else next_retry_at)
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome, next_retry_at)
             return TaskStatus.RETRYING
         task_died.send(sender=ReportTask, task=task, failure=failure)

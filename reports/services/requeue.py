@@ -14,10 +14,11 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
-from reports import queueing
 from reports.models import ReportTask, TaskStatus
+from reports.services.enqueue import enqueue_attempts_on_commit, enqueue_next_attempt_on_commit
 from reports.services.submission import validate_submission
 
 logger = logging.getLogger("reports.services")
@@ -38,6 +39,21 @@ class TaskNotReplayable(Exception):
         self.task = task
         self.replayed_by = replayed_by
         self.replayed_at = replayed_at
+
+
+def _fresh_run(now: datetime) -> dict:
+    """dead -> pending: a fresh attempt budget counted from the attempts used so far, and nothing
+    left of the dead run's retry, lease or finish. The one definition of that move, for the ORM
+    update and the raw UPDATE ... RETURNING alike."""
+    return {
+        "status": TaskStatus.PENDING,
+        "attempts_before_run": F("attempt"),
+        "max_attempts": F("attempt") + settings.REPORT_MAX_ATTEMPTS,
+        "next_retry_at": None,
+        "lease_expires_at": None,
+        "finished_at": None,
+        "updated_at": now,
+    }
 
 
 @dataclass(frozen=True)
@@ -64,19 +80,12 @@ def requeue_dead_task(*, task_id: int, params: dict | None = None) -> Requeued:
                 updates["params"] = cleaned
                 diff = {"before": task.params, "after": cleaned}
         requeued = ReportTask.objects.filter(pk=task_id, status=TaskStatus.DEAD).update(
-            status=TaskStatus.PENDING,
-            attempts_before_run=F("attempt"),
-            max_attempts=F("attempt") + settings.REPORT_MAX_ATTEMPTS,
-            next_retry_at=None,
-            lease_expires_at=None,
-            finished_at=None,
-            updated_at=now,
-            **updates,
+            **_fresh_run(now), **updates
         )
         task.refresh_from_db()
         if not requeued:
             raise TaskNotReplayable(task)
-        queueing.enqueue_next_attempt_on_commit(task)
+        enqueue_next_attempt_on_commit(task)
     logger.info("task %s requeued after death", task.public_id)
     return Requeued(task=task, params_diff=diff)
 
@@ -114,7 +123,7 @@ def requeue_dead_tasks(task_ids: Iterable[int], *, now: datetime | None = None) 
         else:
             rows = _update_then_read(ids, now)
         requeued = sorted((RequeuedTask(*row) for row in rows), key=lambda row: row.task_id)
-        queueing.enqueue_attempts_on_commit(
+        enqueue_attempts_on_commit(
             [(row.task_id, row.attempt + 1, row.priority, row.timeout_seconds) for row in requeued]
         )
     if requeued:
@@ -127,21 +136,16 @@ def _update_returning(ids: list[int], now: datetime) -> list[tuple]:
     table = qn(ReportTask._meta.db_table)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     placeholders = ", ".join(["%s"] * len(ids))
+    update = UpdateQuery(ReportTask)
+    update.add_update_values(_fresh_run(now))
+    update_sql, update_params = update.get_compiler(connection=connection).as_sql()  # UPDATE ... SET ...
     sql = (
-        f"UPDATE {table} SET {qn('status')} = %s, {qn('attempts_before_run')} = {qn('attempt')}, "
-        f"{qn('max_attempts')} = {qn('attempt')} + %s, {qn('next_retry_at')} = NULL, "
-        f"{qn('lease_expires_at')} = NULL, {qn('finished_at')} = NULL, {qn('updated_at')} = %s "
+        f"{update_sql} "
         f"WHERE {qn('id')} IN (SELECT {qn('id')} FROM {table} WHERE {qn('id')} IN ({placeholders}) "
         f"AND {qn('status')} = %s ORDER BY {qn('id')}{lock}) "
         f"RETURNING {qn('id')}, {qn('attempt')}, {qn('priority')}, {qn('timeout_seconds')}"
     )
-    params = [
-        TaskStatus.PENDING,
-        settings.REPORT_MAX_ATTEMPTS,
-        connection.ops.adapt_datetimefield_value(now),
-        *ids,
-        TaskStatus.DEAD,
-    ]
+    params = [*update_params, *ids, TaskStatus.DEAD]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
@@ -155,15 +159,7 @@ def _update_then_read(ids: list[int], now: datetime) -> list[tuple]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    ReportTask.objects.filter(pk__in=dead, status=TaskStatus.DEAD).update(
-        status=TaskStatus.PENDING,
-        attempts_before_run=F("attempt"),
-        max_attempts=F("attempt") + settings.REPORT_MAX_ATTEMPTS,
-        next_retry_at=None,
-        lease_expires_at=None,
-        finished_at=None,
-        updated_at=now,
-    )
+    ReportTask.objects.filter(pk__in=dead, status=TaskStatus.DEAD).update(**_fresh_run(now))
     return list(
         ReportTask.objects.filter(pk__in=dead).values_list("pk", "attempt", "priority", "timeout_seconds")
     )

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import queueing
 from reports.errors import InvalidParams
 from reports.kinds import KINDS, get_kind
 from reports.models import ApiToken, Priority, ReportTask
+from reports.services.enqueue import enqueue_next_attempt_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def submit_task(
                 submitted_by=submitted_by[:150],
                 owner=owner,
             )
-            queueing.enqueue_next_attempt_on_commit(task)
+            enqueue_next_attempt_on_commit(task)
     except IntegrityError:
         if not key:
             raise

@@ -13,7 +13,7 @@ from datetime import date
 import schemathesis
 from django.conf import settings
 
-from reports.outbound import UrlRefused, check_url
+from reports.kinds.outbound import UrlRefused, check_url
 
 ALLOWED_URL = "http://127.0.0.1:8000/report/demo/orders.json"
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from reports.models import ApiToken, ReportTask
-from reports.tokens import authenticate_token, create_api_token, revoke_api_token
+from reports.services.tokens import authenticate_token, create_api_token, revoke_api_token
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.test import Client
 
 from reports.models import ReportBatch, ReportTask, TaskStatus
 from reports.services import submit_task
-from reports.tokens import create_api_token
+from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db

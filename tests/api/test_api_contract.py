@@ -15,7 +15,7 @@ from django.urls import URLPattern, get_resolver
 from api.openapi import openapi_document
 from api.submit_budget import charge_submit_budget
 from reports.models import ReportBatch, TaskStatus
-from reports.tokens import create_api_token
+from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db

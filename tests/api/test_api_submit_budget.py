@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from reports.models import ReportTask
-from reports.tokens import create_api_token
+from reports.services.tokens import create_api_token
 
 pytestmark = pytest.mark.django_db
 
@@ -111,11 +111,11 @@ def test_sessions_and_an_unset_budget_are_not_limited(rate, settings, django_use
 def test_without_redis_the_budget_is_not_enforced(rate, settings):
     rate(1)
     alice = client_for("alice")
-    from reports import queueing
+    from transport.connection import _redis
 
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    queueing._redis.cache_clear()
+    _redis.cache_clear()
     try:
         assert [submit(alice).status_code for _ in range(2)] == [201, 201]
     finally:
-        queueing._redis.cache_clear()
+        _redis.cache_clear()

@@ -9,8 +9,8 @@ import requests
 from django.utils import timezone
 
 from deadletters.models import AuditEntry, DeadLetter, DeadLetterStatus
-from reports import queueing
 from reports.models import ReportTask, TaskStatus
+from reports.services.enqueue import job_id_for
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
@@ -177,7 +177,7 @@ def test_ten_concurrent_replays_replay_once(live_server, api_token, redis_conn):
     task.refresh_from_db()
     assert task.status == TaskStatus.PENDING
     assert AuditEntry.objects.filter(action="replay", task=task).count() == 1
-    job_id = queueing.job_id_for(task.pk, task.attempt + 1)
+    job_id = job_id_for(task.pk, task.attempt + 1)
     queued = [j.decode() for j in redis_conn.lrange(f"rq:queue:{task.priority}", 0, -1)]
     assert queued.count(job_id) == 1
 

@@ -9,9 +9,10 @@ from django.test import RequestFactory
 
 from config.embedded_redis import free_port
 from config.unavailable import RedisUnavailableMiddleware
-from reports import queueing
 from reports.models import ReportTask, TaskStatus
-from reports.reaper import reap_tasks
+from reports.services.enqueue import job_id_for
+from reports.worker.reaper import reap_tasks
+from transport.queues import job_ids_waiting, job_states
 
 
 @pytest.mark.django_db(transaction=True)  # the enqueue runs on commit: commits must happen
@@ -26,11 +27,11 @@ def test_submit_while_redis_is_down_is_accepted_and_the_reaper_enqueues_it(token
     settings.REPORT_REENQUEUE_AFTER = 0
     task = ReportTask.objects.get(public_id=response.json()["task_id"])
     assert task.status == TaskStatus.PENDING
-    assert queueing.job_states([queueing.job_id_for(task.pk, 1)]) == {queueing.job_id_for(task.pk, 1): None}
+    assert job_states([job_id_for(task.pk, 1)]) == {job_id_for(task.pk, 1): None}
 
     reap_tasks(use_lock=False)
 
-    assert queueing.job_id_for(task.pk, 1) in queueing.job_ids_waiting(settings.REPORT_QUEUES)
+    assert job_id_for(task.pk, 1) in job_ids_waiting(settings.REPORT_QUEUES)
 
 
 def test_a_redis_error_in_an_api_view_is_a_json_503_with_retry_after():

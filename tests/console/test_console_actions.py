@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from deadletters.models import AuditEntry, DeadLetter, DeadLetterStatus
-from reports import queueing
 from reports.models import ReportTask, TaskStatus
 from tests.conftest import operators_group
 from tests.factories import make_dead_letter, make_task
+from transport.queues import get_queue
 
 PROBE_PARAMS = {"sleep_seconds": 0, "fail_attempts": 0, "fail_permanently": False, "write_output": True}
 
@@ -66,7 +66,7 @@ def dead_letter(**task_fields):
 def queued_job_ids() -> list[str]:
     ids = []
     for name in ("high", "default", "low"):
-        ids += queueing.get_queue(name).get_job_ids()
+        ids += get_queue(name).get_job_ids()
     return ids
 
 

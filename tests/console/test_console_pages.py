@@ -85,10 +85,10 @@ def test_dashboard_partial_for_htmx_poll(op_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_dashboard_shows_live_workers_and_queue_counts(op_client, start_worker):
-    from reports import queueing
+    from reports.services.enqueue import enqueue_attempt
 
     worker = start_worker()
-    queueing.enqueue_attempt(
+    enqueue_attempt(
         task_id=987654, attempt=1, priority="high", timeout=10, at=timezone.now() + timedelta(hours=1)
     )
     body = text(op_client.get("/console/", **HTMX))

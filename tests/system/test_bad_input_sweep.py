@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deadletters.models import Alert, AuditEntry, BulkAction, DeadLetter
-from reports.jobs import HandedOver, run_kind
 from reports.kinds import KINDS
 from reports.models import PausedKind, Priority, ReportBatch, ReportTask, TaskAttempt
+from reports.worker.report_job import HandedOver, run_kind
 from tests.conftest import make_death
 
 pytestmark = pytest.mark.django_db

@@ -26,11 +26,11 @@ from redis.exceptions import RedisError
 
 from deadletters.alerts.sender import send_pending_alerts
 from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter, DeadLetterStatus
-from reports import queueing
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
-from reports.reaper import reap_tasks
 from reports.services import submit_task
+from reports.worker.reaper import reap_tasks
 from tests.conftest import children_of, wait_until
+from transport.connection import _redis
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 
@@ -203,7 +203,7 @@ class Chaos:
 
     def restart_redis(self) -> bool:
         self.redis_server.restart()
-        queueing._redis.cache_clear()
+        _redis.cache_clear()
         self.note("Redis restarted (everything in it is gone)")
         return True
 

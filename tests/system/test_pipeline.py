@@ -14,7 +14,7 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=[None, "reports.worker.SimpleReportWorker"], ids=["fork", "simple"])
+@pytest.fixture(params=[None, "reports.worker.process.SimpleReportWorker"], ids=["fork", "simple"])
 def worker_class(request):
     return request.param
 

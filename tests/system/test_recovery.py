@@ -12,11 +12,12 @@ from django.db import connection
 from django.utils import timezone
 
 from deadletters.models import DeadLetter
-from reports import queueing
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
-from reports.reaper import reap_tasks
 from reports.services import claim_task, submit_task
+from reports.services.enqueue import enqueue_attempt
+from reports.worker.reaper import reap_tasks
 from tests.conftest import horse_pid_of_running_attempt, wait_until, worker_pid_of_running_attempt
+from transport.connection import _redis
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,7 +116,7 @@ def test_whole_worker_sigkilled_is_recovered_after_its_heartbeat_lapses(start_wo
     assert csv_files(done) == ["attempt-2/probe.csv"]
 
 
-@pytest.mark.parametrize("worker_class", [None, "reports.worker.SimpleReportWorker"])
+@pytest.mark.parametrize("worker_class", [None, "reports.worker.process.SimpleReportWorker"])
 def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast_retries, worker_class):
     fast_retries.REPORT_HEARTBEAT_SECONDS = 0.25
     fast_retries.REPORT_LEASE_SECONDS = 1
@@ -132,7 +133,7 @@ def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast
 def test_simple_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, fast_retries):
     fast_retries.REPORT_HEARTBEAT_SECONDS = 0.5
     fast_retries.REPORT_LEASE_SECONDS = 2
-    first = start_worker(worker_class="reports.worker.SimpleReportWorker", scheduler=False)
+    first = start_worker(worker_class="reports.worker.process.SimpleReportWorker", scheduler=False)
     task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
     running = wait_until(
         lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(),
@@ -141,7 +142,7 @@ def test_simple_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, f
     assert worker_pid_of_running_attempt(running) == first.pid  # no horse: the worker runs it
 
     first.kill(signal.SIGKILL)
-    start_worker(worker_class="reports.worker.SimpleReportWorker")
+    start_worker(worker_class="reports.worker.process.SimpleReportWorker")
 
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
@@ -238,8 +239,8 @@ def _alive(pid: int) -> bool:
 def test_phantom_and_duplicate_deliveries_do_nothing(start_worker, redis_conn):
     task = submit_task(kind="probe", params={}).task
     # The same attempt delivered twice, and a stale attempt number that no longer matches.
-    queueing.enqueue_attempt(task_id=task.pk, attempt=1, priority="default", timeout=30)
-    queueing.enqueue_attempt(task_id=task.pk, attempt=5, priority="default", timeout=30)
+    enqueue_attempt(task_id=task.pk, attempt=1, priority="default", timeout=30)
+    enqueue_attempt(task_id=task.pk, attempt=5, priority="default", timeout=30)
     assert redis_conn.llen("rq:queue:default") >= 2
     start_worker()
 
@@ -271,7 +272,7 @@ def test_tasks_survive_redis_loss(loss, start_worker, settings, redis_server, re
         redis_conn.flushall()
     else:
         redis_server.restart()
-        queueing._redis.cache_clear()
+        _redis.cache_clear()
     assert redis_conn.dbsize() == 0
     start_worker()
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.files.storage import storages
 
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
-from reports.reaper import reap_tasks
 from reports.services import submit_task
+from reports.worker.reaper import reap_tasks
 from tests.conftest import horse_pid_of_running_attempt, stored_names, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -25,11 +25,12 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from config import redis_client
-from reports import queueing
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import submit_task
+from reports.services.enqueue import job_id_for
 from tests.conftest import BASE_DIR, WorkerProcess, wait_until
 from tests.system.sentinel_cluster import SentinelCluster
+from transport.connection import _redis, redis_connection
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -65,9 +66,9 @@ def sentinel_cluster(tmp_path, settings):
         name: {**{key: value for key, value in config.items() if key != "URL"}, **connection}
         for name, config in settings.RQ_QUEUES.items()
     }
-    queueing._redis.cache_clear()
+    _redis.cache_clear()
     yield cluster
-    queueing._redis.cache_clear()
+    _redis.cache_clear()
     cluster.stop()
 
 
@@ -141,7 +142,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
         REAPER_INTERVAL="1",
         LOG_LEVEL="INFO",
     )
-    master = queueing.redis_connection()
+    master = redis_connection()
     workers = [
         WorkerProcess(env, tmp_path / f"failover-worker-{n}.log", name=f"failover-worker-{n}") for n in (1, 2)
     ]
@@ -187,7 +188,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
         lost = sum(
             1
             for pk in unreplicated
-            if not new_master.exists(f"rq:job:{queueing.job_id_for(pk, 1)}")
+            if not new_master.exists(f"rq:job:{job_id_for(pk, 1)}")
             and ReportTask.objects.filter(pk=pk, attempt=0).exists()
         )
         expected.update(unreplicated)

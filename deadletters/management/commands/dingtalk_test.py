@@ -7,7 +7,7 @@ from deadletters.alerts import client as dingtalk
 from deadletters.alerts import messages
 from deadletters.alerts.client import RobotConfig
 from deadletters.alerts.ratelimit import RobotState
-from reports import queueing
+from transport.connection import redis_connection
 
 
 class Command(BaseCommand):
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             card["text"] += f"\n\n{text}"
         state = None
         try:
-            state = RobotState(queueing.redis_connection(), robot)
+            state = RobotState(redis_connection(), robot)
             if state.acquire() is None:
                 raise CommandError(
                     f"the robot's budget of {robot.rate_per_minute} messages a minute is spent; "

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from deadletters.services.kind_pauses import resume_kind
 from reports.errors import InvalidParams
-from reports.pausing import KindNotPaused
+from reports.services.pausing import KindNotPaused
 
 
 class Command(BaseCommand):

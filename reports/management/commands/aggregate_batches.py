@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from reports import semaphore
-from reports.batches import aggregate_batches
+from reports.services.batches import aggregate_batches
+from reports.worker import concurrency
 
 
 class Command(BaseCommand):
@@ -14,7 +14,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, verbosity, **options):
         report = aggregate_batches()
-        woken = semaphore.wake_all()
+        woken = concurrency.wake_all()
         if verbosity >= 1:
             self.stdout.write(
                 f"batches: {report.completed} completed, {report.reopened} reopened, "

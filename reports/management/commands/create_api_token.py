@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from reports.models import ApiScope
-from reports.tokens import DEFAULT_SCOPES, TokenNameTaken, create_api_token
+from reports.services.tokens import DEFAULT_SCOPES, TokenNameTaken, create_api_token
 
 
 class Command(BaseCommand):

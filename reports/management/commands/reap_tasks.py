@@ -5,12 +5,12 @@ from django.core.management.base import BaseCommand, CommandError
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
-from reports import semaphore
-from reports.batches import aggregate_batches
-from reports.reaper import reap_tasks
+from reports.services.batches import aggregate_batches
 from reports.signals import reaper_pass_finished
+from reports.worker import concurrency
+from reports.worker.reaper import reap_tasks
 
-logger = logging.getLogger("reports.reaper")
+logger = logging.getLogger("reports.worker.reaper")
 
 
 class Command(BaseCommand):
@@ -59,7 +59,7 @@ class Command(BaseCommand):
         try:
             # Batches: completion by counting, and capped tasks woken when a lease freed a slot.
             aggregate_batches()
-            semaphore.wake_all()
+            concurrency.wake_all()
             # The layers above hang their housekeeping here (bulk actions whose runner was lost).
             reaper_pass_finished.send(sender=self.__class__)
         except RedisError as exc:

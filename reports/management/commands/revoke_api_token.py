@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reports.tokens import revoke_api_token
+from reports.services.tokens import revoke_api_token
 
 
 class Command(BaseCommand):

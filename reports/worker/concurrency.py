@@ -1,0 +1,165 @@
+"""Per-kind concurrency cap: a Redis semaphore with leases, plus a waiting room.
+
+Holders: a sorted set per kind, member `task:attempt`, score = lease expiry (Redis server time,
+so workers' clocks do not matter). A worker killed with SIGKILL never releases its slot; the
+slot frees itself when the lease (job timeout + grace, as the task's own lease) runs out.
+
+Waiters: a sorted set per kind of attempts that found no slot, ordered by priority then time.
+A deferred attempt costs nothing (no attempt number used, no worker kept busy); whoever frees a
+slot wakes as many waiters as there are free slots, and `wake_all()` (from the reaper loop) does
+the same for slots freed by an expired lease.
+"""
+
+import logging
+import time
+
+from django.conf import settings
+
+from reports.kinds import KINDS
+from reports.services.enqueue import enqueue_attempts_many
+from transport.connection import redis_connection
+
+logger = logging.getLogger(__name__)
+
+PRIORITY_RANK = {"high": 0, "default": 1, "low": 2}
+
+# KEYS[1] holders; ARGV: member, limit, lease seconds, the task's member prefix. 1 = slot held (new
+# or renewed), 0 = full. A claim of attempt n means attempt n-1 has ended (the claim's UPDATE
+# matched only then), so a slot the task's earlier attempt still holds is stale and goes first.
+_ACQUIRE = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if member ~= ARGV[1] and string.sub(member, 1, #ARGV[4]) == ARGV[4] then
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[3]), ARGV[1])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 60)
+  return 1
+end
+return 0
+"""
+
+# KEYS[1] holders, KEYS[2] waiters; ARGV: limit. Pops as many waiters as there are free slots.
+_WAKE = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
+if free <= 0 then return {} end
+local popped = redis.call('ZPOPMIN', KEYS[2], free)
+local members = {}
+for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
+return members
+"""
+
+
+def limit_for(kind: str) -> int | None:
+    """The kind's cap: its REPORT_KIND_CONCURRENCY entry, else the default (None: uncapped)."""
+    return settings.REPORT_KIND_CONCURRENCY.get(kind, settings.REPORT_KIND_DEFAULT_CONCURRENCY or None)
+
+
+def any_capped() -> bool:
+    return bool(settings.REPORT_KIND_CONCURRENCY or settings.REPORT_KIND_DEFAULT_CONCURRENCY)
+
+
+def capped_kinds() -> set[str]:
+    names = set(settings.REPORT_KIND_CONCURRENCY)
+    if settings.REPORT_KIND_DEFAULT_CONCURRENCY:
+        names |= set(KINDS)
+    return names
+
+
+def holders_key(kind: str) -> str:
+    return f"reports:cap:{kind}:holders"
+
+
+def waiters_key(kind: str) -> str:
+    return f"reports:cap:{kind}:waiting"
+
+
+def holder(task_id: int, attempt: int) -> str:
+    return f"{task_id}:{attempt}"
+
+
+def _waiter(task_id: int, attempt: int, priority: str, timeout: int) -> str:
+    return f"{task_id}:{attempt}:{priority}:{timeout}"
+
+
+def acquire(*, kind: str, task_id: int, attempt: int, lease_seconds: float) -> bool:
+    """Take (or renew) a slot for this attempt; True also when the kind has no cap."""
+    limit = limit_for(kind)
+    if limit is None:
+        return True
+    conn = redis_connection()
+    member = holder(task_id, attempt)
+    return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), member, limit, lease_seconds, f"{task_id}:"))
+
+
+def release(*, kind: str, task_id: int, attempt: int) -> None:
+    if limit_for(kind) is None:
+        return
+    redis_connection().zrem(holders_key(kind), holder(task_id, attempt))
+
+
+def park(*, kind: str, task_id: int, attempt: int, priority: str, timeout: int) -> None:
+    """Join the waiting room: high priority first, then first come first served."""
+    score = PRIORITY_RANK.get(priority, 1) * 10**11 + time.time()
+    redis_connection().zadd(waiters_key(kind), {_waiter(task_id, attempt, priority, timeout): score})
+
+
+def unpark(*, kind: str, task_id: int, attempt: int, priority: str, timeout: int) -> None:
+    redis_connection().zrem(waiters_key(kind), _waiter(task_id, attempt, priority, timeout))
+
+
+def parked_ids(kind: str, members: list[tuple[int, int, str, int]]) -> set[int]:
+    """Which of these (task_id, attempt, priority, timeout) attempts wait in the room."""
+    if not members or limit_for(kind) is None:
+        return set()
+    with redis_connection().pipeline(transaction=False) as pipe:
+        for member in members:
+            pipe.zscore(waiters_key(kind), _waiter(*member))
+        scores = pipe.execute()
+    return {member[0] for member, score in zip(members, scores, strict=True) if score is not None}
+
+
+def wake(kind: str) -> int:
+    """Enqueue as many waiting attempts as the kind has free slots; returns how many."""
+    limit = limit_for(kind)
+    if limit is None:
+        return 0
+    conn = redis_connection()
+    members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit)
+    items = []
+    for raw in members:
+        task_id, attempt, priority, timeout = raw.decode().split(":")
+        items.append((int(task_id), int(attempt), priority, int(timeout)))
+    if items:
+        # A woken attempt that lost the race for the slot parks again; one that was claimed
+        # meanwhile is a phantom delivery: both are harmless.
+        enqueue_attempts_many(items)
+        logger.info("woke %s attempt(s) of %s waiting for a concurrency slot", len(items), kind)
+    return len(items)
+
+
+def release_and_wake(*, kind: str, task_id: int, attempt: int) -> None:
+    if limit_for(kind) is None:
+        return
+    release(kind=kind, task_id=task_id, attempt=attempt)
+    wake(kind)
+
+
+def wake_all() -> int:
+    """For the reaper loop: slots freed by expired leases (killed workers) wake their waiters."""
+    return sum(wake(kind) for kind in capped_kinds())
+
+
+def holders(kind: str) -> dict[str, float]:
+    """Live and not-yet-pruned holders with their lease expiry (epoch seconds), for tests and the console."""
+    return {
+        member.decode(): score
+        for member, score in redis_connection().zrange(holders_key(kind), 0, -1, withscores=True)
+    }

@@ -1,0 +1,191 @@
+"""The RQ jobs of the pipeline. All state lives in the database.
+
+Under our workers (reports/worker/process.py) the worker process has claimed the attempt before the job
+runs and hands it over (`hand_over`): the job only runs the report kind and reports a RunResult,
+which the worker records after the work-horse exits. The work-horse never opens a database
+connection unless the report kind itself reads data.
+
+Under any other RQ worker (a plain rq.Worker) the job does the whole attempt itself: claim with
+a lease of the job timeout plus REPORT_LEASE_GRACE (nothing renews it), run, record."""
+
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from redis.exceptions import RedisError
+from rq import get_current_job
+from rq.timeouts import JobTimeoutException
+
+from reports.errors import PermanentError
+from reports.kinds import get_kind
+from reports.kinds.base import RunContext
+from reports.models import AttemptOutcome, ReportTask
+from reports.outputs import remove_other_attempts_output, remove_output, scratch_dir, store_output
+from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
+from reports.services.batches import enqueue_batch_tasks
+from reports.worker import concurrency
+
+logger = logging.getLogger(__name__)
+
+DONE, FAILED, TIMEOUT = "done", "failed", "timeout"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What running the kind produced, as the work-horse reports it to its worker."""
+
+    status: str  # DONE, FAILED or TIMEOUT
+    output_file: str = ""  # the name in the output storage; "" when the kind wrote no file
+    failure: FailureInfo | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "RunResult | None":
+        """None for anything but a whole result (a horse killed while writing leaves a torn one)."""
+        try:
+            raw = json.loads(data)
+            failure = raw["failure"] and FailureInfo(**raw["failure"])
+            result = cls(status=raw["status"], output_file=raw["output_file"], failure=failure or None)
+        except (ValueError, TypeError, KeyError):
+            return None
+        if result.status not in (DONE, FAILED, TIMEOUT) or not isinstance(result.output_file, str):
+            return None
+        if (result.status == DONE) == (result.failure is not None):
+            return None
+        return result
+
+
+@dataclass
+class HandedOver:
+    """An attempt the worker claimed: what the job needs to run it, and where its result goes."""
+
+    task_id: int
+    attempt: int
+    kind: str
+    params: dict
+    public_id: str
+    report: Callable[[RunResult], None] = field(default=lambda result: None)
+
+    @classmethod
+    def of(cls, task: ReportTask) -> "HandedOver":
+        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The worker settled the job without running the kind: a phantom delivery, a deferred claim,
+    or a claim that failed (`error` is raised, so RQ fails the job and the reaper retries it)."""
+
+    task_id: int
+    attempt: int
+    result: str
+    error: BaseException | None = None
+
+
+_handed: HandedOver | Decided | None = None
+
+
+def hand_over(item: HandedOver | Decided | None) -> None:
+    """Set by the worker process before the job runs (inherited by its work-horse), cleared after."""
+    global _handed
+    _handed = item
+
+
+def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
+    if args or kwargs or type(task_id) is not int or type(attempt) is not int or attempt < 1:
+        # Someone pushed a job we did not write; dropping it keeps the worker alive.
+        logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
+        return "malformed"
+    handed = _handed
+    if handed is not None and (handed.task_id, handed.attempt) == (task_id, attempt):
+        if isinstance(handed, Decided):
+            if handed.error is not None:
+                raise handed.error
+            return handed.result
+        result = run_kind(handed)
+        handed.report(result)
+        return result.status
+    return _run_whole_attempt(task_id, attempt)
+
+
+def run_kind(handed: HandedOver) -> RunResult:
+    """Generate the report; every way it can end becomes a RunResult (the timeout included:
+    JobTimeoutException subclasses Exception, so it is classified first). The kind writes into a
+    local scratch directory; its file is uploaded to the output storage before the result says
+    DONE, so a result never names a file the store does not hold."""
+    with scratch_dir(handed.public_id, handed.attempt) as scratch:
+        ctx = RunContext(
+            task_id=handed.task_id, public_id=handed.public_id, attempt=handed.attempt, output_dir=scratch
+        )
+        try:
+            kind = get_kind(handed.kind)
+            if kind is None:
+                raise PermanentError(f"report kind {handed.kind!r} is not installed on this worker")
+            path = kind.generate(handed.params, ctx)
+            output_file = store_output(path, handed.public_id, handed.attempt) if path else ""
+        except JobTimeoutException as exc:
+            return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
+        except Exception as exc:  # classified by is_retriable when the worker records it
+            return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
+    return RunResult(DONE, output_file=output_file)
+
+
+def fan_out_batch(batch_id=None) -> str:
+    if type(batch_id) is not int:
+        logger.error("dropped malformed batch fan-out payload batch_id=%r", batch_id)
+        return "malformed"
+    return f"enqueued {enqueue_batch_tasks(batch_id=batch_id)}"
+
+
+# --- the whole attempt in the job, for RQ workers that are not ours -------------------------
+
+
+def _worker_name() -> str:
+    job = get_current_job()
+    name = getattr(job, "worker_name", None) if job else None
+    return f"{name or socket.gethostname()} pid {os.getpid()}"
+
+
+def _run_whole_attempt(task_id: int, attempt: int) -> str:
+    task = claim_task(task_id=task_id, attempt=attempt, worker=_worker_name())
+    if isinstance(task, ClaimDeferred):
+        logger.info("task %s attempt %s deferred: %s", task_id, attempt, task.reason)
+        return "deferred"
+    if task is None:
+        logger.info("phantom delivery of task %s attempt %s ignored", task_id, attempt)
+        return "phantom"
+    try:
+        return _record_here(task, run_kind(HandedOver.of(task)))
+    finally:
+        # Only after the row left `running`, so the cap holds in the database too.
+        try:
+            concurrency.release_and_wake(kind=task.kind, task_id=task_id, attempt=attempt)
+        except RedisError as exc:  # the lease frees the slot; the reaper loop wakes the waiters
+            logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
+
+
+def _record_here(task: ReportTask, result: RunResult) -> str:
+    if result.status != DONE:
+        outcome = AttemptOutcome.TIMEOUT if result.status == TIMEOUT else AttemptOutcome.FAILED
+        record_attempt_failure(task_id=task.pk, attempt=task.attempt, failure=result.failure, outcome=outcome)
+        return result.status
+    try:
+        completed = complete_task(
+            task_id=task.pk, attempt=task.attempt, output_file=result.output_file, started_at=task.started_at
+        )
+    except BaseException:
+        # Not recorded as done (database gone, timeout alarm): the file must not outlive the
+        # attempt, or a later attempt's output would stand beside it.
+        remove_output(result.output_file)
+        raise
+    if not completed:
+        # A newer attempt owns the task: this late output must not stand beside its file.
+        remove_output(result.output_file)
+        return "fenced"
+    remove_other_attempts_output(str(task.public_id), keep=task.attempt)
+    return DONE

@@ -1,0 +1,290 @@
+"""http_export against real HTTP servers on this machine: what it may fetch, and how.
+
+The sources: one that answers JSON, one that redirects, one that streams an endless body, one that
+declares a huge one, one that dribbles a byte at a time (the overall deadline), and a TCP port that
+answers something that is not HTTP (as Redis's port did)."""
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from reports.errors import InvalidParams, PermanentError, TransientError, is_retriable
+from reports.kinds import KINDS, outbound
+from reports.kinds.base import RunContext
+from reports.services import FailureInfo
+
+ORDERS = [{"id": 1, "note": '=HYPERLINK("http://x.invalid","y")', "amount": -5}, {"id": 2, "note": "ok"}]
+SERVE_AT_MOST = 20.0  # seconds a streaming answer goes on if nobody hangs up
+
+
+class SourceHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    redirect_to = ""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.server.hosts_seen.append(self.headers.get("Host"))
+        route = self.path.split("?", 1)[0]
+        try:
+            getattr(self, "route_" + route.strip("/").replace("-", "_"), self.route_not_found)()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _answer(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def route_orders(self):
+        self._answer(200, json.dumps({"data": {"items": ORDERS}}).encode(), [("Content-Type", "application/json")])
+
+    def route_redirect(self):
+        self._answer(302, headers=[("Location", self.server.redirect_to)])
+
+    def route_unavailable(self):
+        self._answer(503)
+
+    def route_huge(self):
+        self.send_response(200)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        chunk, end = b"[" + b"0," * 32 * 1024, time.monotonic() + SERVE_AT_MOST
+        while time.monotonic() < end:
+            self.wfile.write(chunk)
+
+    def route_huge_declared(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(10**10))
+        self.end_headers()
+        self.wfile.write(b"[")
+
+    def route_dribble(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        end = time.monotonic() + SERVE_AT_MOST
+        while time.monotonic() < end:
+            self.wfile.write(b" ")
+            self.wfile.flush()
+            time.sleep(0.05)
+
+    def route_not_found(self):
+        self._answer(404)
+
+
+@pytest.fixture
+def source():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SourceHandler)
+    server.daemon_threads = True
+    server.hosts_seen = []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    server.origin = f"http://127.0.0.1:{server.server_port}"
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def not_http_port():
+    """A TCP port that accepts and answers in another protocol, as Redis does."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"-ERR wrong number of arguments for 'get' command\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    listener.close()
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def export(settings, tmp_path, source):
+    """Runs http_export as a worker would (validate at submit, generate in the attempt), with the
+    source's host:port allowed and a deadline far below the per-read timeout."""
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"127.0.0.1:{source.server_port}"]
+    settings.HTTP_EXPORT_TIMEOUT = 10.0
+    settings.HTTP_EXPORT_DEADLINE = 1.5
+    settings.HTTP_EXPORT_MAX_BYTES = 256 * 1024
+    kind = KINDS["http_export"]
+    ctx = RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path / "out")
+
+    def run(url, **params):
+        return kind.generate(kind.validate({"url": url, **params}), ctx)
+
+    run.kind, run.ctx = kind, ctx
+    return run
+
+
+def test_an_allowed_source_is_fetched_and_tabulated_without_formulas(export, source):
+    path = export(f"{source.origin}/orders?x=1", records_path="data.items")
+    assert path.read_text().splitlines() == ["id,note,amount", "1,\"'=HYPERLINK(\"\"http://x.invalid\"\",\"\"y\"\")\",-5",
+                                             "2,ok,"]
+    assert source.hosts_seen == [f"127.0.0.1:{source.server_port}"]
+
+
+def test_a_redirect_is_not_followed(export, source, not_http_port):
+    source.redirect_to = f"{source.origin}/orders"
+    with pytest.raises(PermanentError, match=r"redirect \(HTTP 302\)"):
+        export(f"{source.origin}/redirect", records_path="data.items")
+    assert source.hosts_seen == [f"127.0.0.1:{source.server_port}"]  # one request: the redirect's
+
+
+def test_an_endless_answer_stops_at_the_byte_cap(export, source):
+    started = time.monotonic()
+    with pytest.raises(PermanentError, match="larger than HTTP_EXPORT_MAX_BYTES"):
+        export(f"{source.origin}/huge")
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_declared_huge_answer_is_refused_before_reading_it(export, source):
+    with pytest.raises(PermanentError, match="larger than HTTP_EXPORT_MAX_BYTES"):
+        export(f"{source.origin}/huge-declared")
+
+
+def test_a_dribbling_source_is_cut_off_at_the_overall_deadline(export, source):
+    started = time.monotonic()
+    with pytest.raises(TransientError, match="took longer than HTTP_EXPORT_DEADLINE"):
+        export(f"{source.origin}/dribble")
+    # Each byte arrives well within the 10 s read timeout; only the 1.5 s deadline ends it.
+    assert 1.4 < time.monotonic() - started < 3.0
+
+
+def test_a_server_error_is_retried_and_a_missing_page_is_not(export, source):
+    with pytest.raises(TransientError, match="HTTP 503") as unavailable:
+        export(f"{source.origin}/unavailable")
+    with pytest.raises(PermanentError, match="HTTP 404") as missing:
+        export(f"{source.origin}/nothing-here")
+    assert (is_retriable(unavailable.value), is_retriable(missing.value)) == (True, False)
+
+
+def recorded_failure(export, url) -> FailureInfo:
+    """What the worker records (last_error, the attempt's traceback) when the fetch fails."""
+    params = export.kind.validate({"url": url})
+    try:
+        export.kind.generate(params, export.ctx)
+    except Exception as exc:  # noqa: BLE001 - recorded as the worker records it
+        return FailureInfo.from_exception(exc)
+    raise AssertionError(f"{url} was fetched")
+
+
+def test_closed_and_non_http_ports_fail_alike_and_say_nothing_of_why(export, settings, not_http_port):
+    shut = closed_port()
+    settings.HTTP_EXPORT_ALLOWED_HOSTS += [f"127.0.0.1:{shut}", f"127.0.0.1:{not_http_port}"]
+    failures = [
+        recorded_failure(export, f"http://127.0.0.1:{port}/secret-path?token=s3cr3t") for port in (shut, not_http_port)
+    ]
+    assert failures[0].message == failures[1].message == "could not get an HTTP answer from the source"
+    assert failures[0].error_type == failures[1].error_type
+    for failure in failures:
+        assert failure.retriable
+        for leak in ("refused", "Errno", "ERR", "BadStatusLine", "s3cr3t", str(shut), str(not_http_port)):
+            assert leak not in failure.traceback
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://evil.example\\@127.0.0.1:{port}/orders",  # urlsplit reads 127.0.0.1, requests evil.example
+        "http://evil.example@127.0.0.1:{port}/orders",
+        "http://user:pw@127.0.0.1:{port}/orders",
+        "http://127.0.0.1:{port} /orders",
+        "http://127.0.0.1:{port}/orders\r\nX-Injected: 1",
+        "http://127.0.0.1:{port}/ord\x00ers",
+        "http://127.0.0.1:6379/",
+        "http://127.0.0.1/orders",
+        "http://2130706433:{port}/orders",
+        "http://0x7f000001:{port}/orders",
+        "http://127.1:{port}/orders",
+        "http://[::1]:{port}/orders",
+        "http://[::ffff:127.0.0.1]:{port}/orders",
+        "http://localhost:{port}/orders",
+        "http://169.254.169.254/latest/meta-data/",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:{port}/",
+        "ftp://127.0.0.1:{port}/",
+    ],
+)
+def test_urls_outside_the_policy_are_refused_at_submit(export, source, url):
+    with pytest.raises(InvalidParams) as caught:
+        export.kind.validate({"url": url.format(port=source.server_port)})
+    assert caught.value.field == "url"
+    assert source.hosts_seen == []
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_unless_its_address_is_allowed(export, settings, source):
+    port = source.server_port
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"localhost:{port}"]
+    with pytest.raises(InvalidParams, match="not public"):
+        export(f"http://localhost:{port}/orders")
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"]
+    assert export(f"http://localhost:{port}/orders", records_path="data.items").exists()
+    assert source.hosts_seen == [f"localhost:{port}"]
+
+
+def test_a_replay_is_checked_against_todays_allowlist(export, settings, source):
+    params = export.kind.validate({"url": f"{source.origin}/orders", "records_path": "data.items"})
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = ["reports.example.com"]
+    with pytest.raises(InvalidParams, match="not in HTTP_EXPORT_ALLOWED_HOSTS"):
+        export.kind.generate(params, export.ctx)
+    assert source.hosts_seen == []
+
+
+def test_the_url_stored_is_the_one_checked(export, source):
+    params = export.kind.validate({"url": f"HTTP://127.0.0.1:{source.server_port}/orders?a=1#frag"})
+    assert params["url"] == f"http://127.0.0.1:{source.server_port}/orders?a=1"
+
+
+def test_the_fetch_connects_to_the_address_checked_not_to_a_second_lookup(source):
+    """`source.test` resolves nowhere: only the checked answer, handed over, can reach the server
+    (a rebinding DNS gets no second question)."""
+    port = source.server_port
+    checked = outbound.check_url(
+        f"http://source.test:{port}/orders",
+        allowed_hosts=[f"source.test:{port}", f"127.0.0.1:{port}"],
+        resolver=lambda host, port: ["127.0.0.1"],
+    )
+    body = outbound.fetch(checked, timeout=5, deadline=5, max_bytes=10_000)
+    assert json.loads(body)["data"]["items"] == ORDERS
+    assert source.hosts_seen == [f"source.test:{port}"]
+
+
+def test_without_records_path_the_one_list_of_objects_in_the_answer_is_found(export, source):
+    """The demo source answers {"data": {"items": [...]}}: the kind's defaults must tabulate it."""
+    path = export(f"{source.origin}/orders")
+    assert path.read_text().splitlines()[0] == "id,note,amount"
+    assert len(path.read_text().splitlines()) == 1 + len(ORDERS)
+
+
+def test_several_lists_of_objects_ask_for_records_path():
+    from reports.kinds.http_export import _the_one_record_list
+
+    assert _the_one_record_list([{"a": 1}]) == [{"a": 1}]
+    assert _the_one_record_list({"meta": {"n": 1}, "data": {"items": [{"a": 1}]}}) == [{"a": 1}]
+    with pytest.raises(PermanentError, match="set records_path to one of a, b"):
+        _the_one_record_list({"a": [{"x": 1}], "b": [{"y": 2}]})

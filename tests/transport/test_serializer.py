@@ -1,0 +1,28 @@
+"""transport.serializer.JobSerializer on its own: JSON both ways, pickle only by opt-in."""
+
+import pickle
+
+import pytest
+
+from transport.serializer import JobSerializer
+
+
+def test_job_data_round_trips_as_json():
+    data = ("reports.worker.report_job.run_report_task", None, (12, 3), {})
+
+    raw = JobSerializer.dumps(data)
+
+    assert raw == b'["reports.worker.report_job.run_report_task",null,[12,3],{}]'
+    assert JobSerializer.loads(raw) == ["reports.worker.report_job.run_report_task", None, [12, 3], {}]
+
+
+def test_a_pickle_is_refused_unread_unless_allowed(settings):
+    class Exploding:
+        def __reduce__(self):
+            return (pytest.fail, ("a refused pickle was unpickled",))
+
+    with pytest.raises(ValueError, match="RQ_ACCEPT_PICKLED_JOBS"):
+        JobSerializer.loads(pickle.dumps(Exploding()))
+
+    settings.RQ_ACCEPT_PICKLED_JOBS = True
+    assert JobSerializer.loads(pickle.dumps(("f", None, (1, 2), {}))) == ("f", None, (1, 2), {})
