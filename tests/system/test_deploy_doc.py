@@ -65,8 +65,10 @@ CHECK_BUCKET = ("sudo -u reports report-manage shell -c \"from django.core.files
 HSTS_NOTES = {"security.W005", "security.W021"}
 OPERATOR_PASSWORD = "operator-pass-" + uuid.uuid4().hex[:12]
 TASKS_EACH_SIDE = 8
-# Idle, every process stops within this of its SIGTERM (an idle worker's warm shutdown takes ~4 s).
-STOP_GRACE_SECONDS = 15
+# Idle, every process stops within the page's shortest TimeoutStopSec (an idle worker's warm
+# shutdown takes 4 s on a quiet machine, 14 s on a loaded one; before a Sentinel connection cut off
+# mid-read was closed, it waited out its blocking pop instead).
+STOP_GRACE_SECONDS = 30
 PAGE_FILES = {
     ENV_FILE, MANAGE, "/etc/nginx/sites-available/report-console", "/etc/seaweedfs/s3.json",
     "/etc/redis/redis-master.conf", "/etc/redis/redis-replica.conf", "/etc/redis/sentinel-1.conf",
