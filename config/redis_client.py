@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from redis import Redis
 from redis.backoff import EqualJitterBackoff, NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
 
 from config.masking import mask_url_secrets
 
@@ -187,6 +187,24 @@ class LoggedSentinel(Sentinel):
         return address
 
 
+class _DisconnectOnError:
+    """A connection whose read is cut short (an exception from a signal handler, as RQ's warm
+    shutdown raises in the middle of an idle worker's BLPOP) is closed, as redis-py's plain
+    connections do: its Sentinel connections keep it by default, and the next command on it then
+    waits for the reply still owed to the interrupted one (a stopped worker hung until SIGKILL)."""
+
+    def read_response(self, *args, disconnect_on_error=True, **kwargs):
+        return super().read_response(*args, disconnect_on_error=disconnect_on_error, **kwargs)
+
+
+class SentinelConnection(_DisconnectOnError, SentinelManagedConnection):
+    pass
+
+
+class SentinelSSLConnection(_DisconnectOnError, SentinelManagedSSLConnection):
+    pass
+
+
 def make_redis_client(
     url: str,
     *,
@@ -222,6 +240,6 @@ def make_redis_client(
         db=target.db,
         username=target.username,
         password=target.password,
-        ssl=target.ssl,
+        connection_class=SentinelSSLConnection if target.ssl else SentinelConnection,
         **options,
     )

@@ -1,6 +1,7 @@
 """config.redis_client: the one factory, its URL forms, bounded retries and what it logs."""
 
 import logging
+import signal
 import threading
 import time
 
@@ -101,3 +102,35 @@ def test_a_sentinel_client_keeps_to_its_retry_budget_and_says_so_in_one_line(cap
     assert time.monotonic() - started < 3
     assert [len(record.getMessage()) < 300 for record in caplog.records] == [True, True]
     assert "No master found for 'mymaster'" in caplog.text and "s3cret-pw" not in caplog.text
+
+
+class StopRequested(Exception):
+    """What RQ's SIGTERM handler raises in an idle worker: in the middle of its blocking pop."""
+
+
+def test_a_sentinel_connection_interrupted_mid_read_is_not_reused(tmp_path):
+    """An idle worker's warm shutdown (systemctl stop) interrupts its BLPOP from a signal handler;
+    the connection, still owed the BLPOP's reply, must not serve the worker's next command (its
+    goodbye to Redis), or that command waits for the pop to time out and the worker never exits."""
+    from tests.system.sentinel_cluster import SentinelCluster
+
+    cluster = SentinelCluster(tmp_path).start()
+    client = redis_client.make_redis_client(cluster.url, retries=2, connect_timeout=2, socket_timeout=30,
+                                            backoff_cap=0.5)
+
+    def stop(signum, frame):
+        raise StopRequested()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(StopRequested):
+            client.blpop(["rq:queue:nothing-ever"], timeout=20)
+        started = time.monotonic()
+        assert client.ping() is True
+        assert time.monotonic() - started < 3
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        client.close()
+        cluster.stop()
