@@ -38,7 +38,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 ranges whose last 32 bits are an IPv4 address: IPv4-compatible (deprecated), SIIT-translated,
+# and the well-known NAT64 prefix.
+_LOW_32_BITS = tuple(ipaddress.ip_network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+# is_global calls these public: deprecated site-local (RFC 3879) and SRv6 segment ids (RFC 9602).
+_NOT_PUBLIC_V6 = tuple(ipaddress.ip_network(n) for n in ("fec0::/10", "5f00::/8"))
 READ_CHUNK = 64 * 1024
 
 Resolver = Callable[[str, int], list[str]]
@@ -164,15 +169,29 @@ def _address(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(address.split("%", 1)[0])  # a resolver may add an IPv6 zone
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address may stand for: mapped (::ffff:a.b.c.d), translated
+    (::ffff:0:a.b.c.d), compatible (::a.b.c.d), 6to4, Teredo, and NAT64 (64:ff9b::/96; in the
+    local-use 64:ff9b:1::/48 the gateway's prefix length is unknown, so every RFC 6052 position)."""
+    found = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
+    if any(ip in network for network in _LOW_32_BITS):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip in _LOCAL_NAT64:
+        octets = ip.packed
+        for taken in (octets[6:8] + octets[9:11], octets[7:8] + octets[9:12], octets[9:13], octets[12:16]):
+            found.append(ipaddress.IPv4Address(taken))
+    return [address for address in found if address is not None]
+
+
 def is_public(address: str) -> bool:
     """Reachable on the internet: not loopback, private, link-local (the cloud metadata service
-    169.254.169.254), shared, reserved or multicast, also when wrapped in an IPv6 address."""
+    169.254.169.254), shared, reserved, site-local, SRv6 or multicast, also when an IPv4 address
+    is wrapped in an IPv6 one. ipaddress's is_global decides, plus what it lets through."""
     ip = _address(address)
     if ip.version == 6:
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None and not is_public(str(embedded)):
+        if any(ip in network for network in _NOT_PUBLIC_V6):
+            return False
+        if any(not is_public(str(embedded)) for embedded in _embedded_ipv4(ip)):
             return False
     return ip.is_global and not ip.is_multicast
 
@@ -182,7 +201,7 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 def check_url(
-    url: str, *, allowed_hosts: Iterable[str], resolver: Resolver = system_resolver, must_resolve: bool = True
+    url: str, *, allowed_hosts: Iterable[str], resolver: Resolver | None = None, must_resolve: bool = True
 ) -> CheckedUrl:
     """UrlRefused unless the URL, its host:port and every address its host resolves to pass.
 
@@ -197,7 +216,7 @@ def check_url(
         addresses = [target.host]
     except ValueError:
         try:
-            addresses = list(dict.fromkeys(resolver(target.host, target.port)))
+            addresses = list(dict.fromkeys((resolver or system_resolver)(target.host, target.port)))
         except (OSError, UnicodeError) as exc:
             if not must_resolve:
                 return CheckedUrl(target, ())

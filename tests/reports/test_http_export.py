@@ -289,3 +289,19 @@ def test_several_lists_of_objects_ask_for_records_path():
     assert _the_one_record_list({"meta": {"n": 1}, "data": {"items": [{"a": 1}]}}) == [{"a": 1}]
     with pytest.raises(PermanentError, match="set records_path to one of a, b"):
         _the_one_record_list({"a": [{"x": 1}], "b": [{"y": 2}]})
+
+
+@pytest.mark.parametrize("address", ["::7f00:1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "64:ff9b:1::7f00:1",
+                                     "fec0::1", "5f00::1"])
+def test_a_name_rebound_to_a_wrapped_inside_address_before_the_attempt_is_refused(
+    export, settings, source, monkeypatch, address
+):
+    """Public at submit, an IPv6 form of an inside address at the attempt: the fetch never starts."""
+    port = source.server_port
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"export.test:{port}"]
+    monkeypatch.setattr(outbound, "system_resolver", lambda host, port: ["93.184.215.14"])
+    params = export.kind.validate({"url": f"http://export.test:{port}/orders"})
+    monkeypatch.setattr(outbound, "system_resolver", lambda host, port: [address])
+    with pytest.raises(InvalidParams, match="not public"):
+        export.kind.generate(params, export.ctx)
+    assert source.hosts_seen == []
