@@ -11,7 +11,17 @@ from pathlib import Path
 import dj_database_url
 
 from config import redis_client
-from config.env import env_bool, env_float, env_float_list, env_int, env_kind_map, env_list, env_rate, env_str
+from config.env import (
+    env_bool,
+    env_float,
+    env_float_list,
+    env_int,
+    env_kind_map,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+)
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -246,17 +256,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 # Login throttle (django-axes), for the console's and the admin's login forms alike: after
-# AXES_FAILURE_LIMIT failed logins for one username, or from one client address, within the cool-off,
-# further attempts (even with the right password) get the lockout page until AXES_COOLOFF_MINUTES
-# have passed since the last failure. A success does not wipe the count: someone who can log in to
-# one account must not reset the count of the address they guess another account's password from.
-# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock at once.
+# AXES_FAILURE_LIMIT failed logins for one username from one client address, or
+# AXES_ADDRESS_FAILURE_LIMIT from one address whatever the usernames, within the cool-off, that pair
+# (or address) gets the lockout page, even with the right password, until AXES_COOLOFF_MINUTES have
+# passed since the failure that locked it (config/login_throttle.py). A username is never locked
+# from every address, and tries during a lockout do not extend it. A success does not wipe the count:
+# someone who can log in to one account must not reset the count of the address they guess another
+# account's password from. `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "config.login_throttle.PairAndAddressHandler"
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = False
-# The address the audit log records: REMOTE_ADDR, or the one the trusted proxies appended.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The client address: REMOTE_ADDR, or the one a trusted proxy appended (deadletters.audit.client_ip),
+# the same the audit log records.
 AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
@@ -338,9 +354,12 @@ API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
 # Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).
 CONSOLE_DASHBOARD_CACHE_SECONDS = env_int("CONSOLE_DASHBOARD_CACHE_SECONDS", 10, minimum=0)
 CONSOLE_FILTER_CHOICES_CACHE_SECONDS = env_int("CONSOLE_FILTER_CHOICES_CACHE_SECONDS", 300, minimum=0)
-# Console actions (part B). The audit log records REMOTE_ADDR; behind N trusted reverse
-# proxies set CONSOLE_TRUSTED_PROXY_COUNT=N to take the client address they appended to
-# X-Forwarded-For (never the client-supplied left end).
+# The client address (audit log, login throttle) is REMOTE_ADDR. Behind N reverse proxies set
+# CONSOLE_TRUSTED_PROXY_COUNT=N to take the address they appended to X-Forwarded-For (never the
+# client-supplied left end); the header is read only when the direct peer is one of
+# CONSOLE_TRUSTED_PROXIES (addresses or networks), so a client that reaches the web server
+# directly cannot write its own address.
+CONSOLE_TRUSTED_PROXIES = env_networks("CONSOLE_TRUSTED_PROXIES", "127.0.0.1,::1")
 CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=0)
 # Bulk actions: default throttle (letters per second, changeable per run up to the max),
 # letters per transaction, and the replay watch: pause when more than THRESHOLD of the

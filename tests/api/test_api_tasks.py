@@ -1,5 +1,6 @@
 """Status, replay, output and the dead-letter list, as a script calling the API sees them."""
 
+import ipaddress
 import threading
 import uuid
 from datetime import timedelta
@@ -359,6 +360,7 @@ def test_replayed_task_leaves_the_list(token_client):
 
 def test_api_audit_entries_record_the_client_address_behind_trusted_proxies(token_client, settings):
     settings.CONSOLE_TRUSTED_PROXY_COUNT = 1
+    settings.CONSOLE_TRUSTED_PROXIES = (ipaddress.ip_network("10.0.0.0/8"),)
     task = make_dead_letter().task
 
     response = token_client.post(

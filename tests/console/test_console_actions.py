@@ -3,6 +3,7 @@
 Through the real URLs, views, services and Redis (the RQ queue is read back to count jobs).
 """
 
+import ipaddress
 import threading
 from datetime import timedelta
 
@@ -424,6 +425,7 @@ def test_over_long_reason_is_refused_with_400(client_alice, name):
 
 def test_kind_pause_and_resume_audit_the_client_address_behind_trusted_proxies(client, operator, settings):
     settings.CONSOLE_TRUSTED_PROXY_COUNT = 1
+    settings.CONSOLE_TRUSTED_PROXIES = (ipaddress.ip_network("10.0.0.0/8"),)
     client.force_login(operator)
     proxied = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.66, 203.0.113.9"}
 
