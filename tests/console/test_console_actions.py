@@ -122,6 +122,7 @@ def test_replay_post_requeues_once_audits_and_redirects(django_user_model):
 
 def test_trusted_proxy_setting_takes_the_address_the_proxy_appended(client_alice, settings):
     settings.CONSOLE_TRUSTED_PROXY_COUNT = 1
+    settings.CONSOLE_TRUSTED_PROXIES = (ipaddress.ip_network("10.1.2.3"),)
     letter = dead_letter()
 
     client_alice.post(url("archive", letter), HTTP_X_FORWARDED_FOR="6.6.6.6, 192.0.2.7")
