@@ -346,9 +346,12 @@ API_DEADLETTER_PAGE_SIZE = env_int("API_DEADLETTER_PAGE_SIZE", 50, minimum=1)
 API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
 # last_used_at of an API token is written at most this often (seconds), not on every request.
 API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
-# Tasks each API token may submit (a batch of N counts N): (N, period seconds), or None for "off".
+# Tasks each API token (or console user calling the API) may submit (a batch of N counts N): (N, period seconds), or None for "off".
 # A full period's budget may be spent at once; past it, a submit waits (429, Retry-After).
 API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
+# Replays each API token (or console user calling the API) may ask for, the same way: a replay that
+# dies again alerts again, so a client looping replay -> death -> alert is stopped here.
+API_REPLAY_RATE = env_rate("API_REPLAY_RATE", "60/hour")
 
 # --- Console ------------------------------------------------------------------
 # Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).

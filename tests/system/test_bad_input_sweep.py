@@ -325,6 +325,23 @@ def test_console_replay_edit_refuses_raw_bad_input(admin_client, dead_task, labe
     assert_rejected(response, before, label)
 
 
+@pytest.mark.parametrize(
+    "params",
+    [{"records_path": "data\u0000items"}, {"records_path": "data", "\u0000": 1}],
+    ids=["NUL in a value", "NUL in a key"],
+)
+def test_console_replay_edit_refuses_nul_as_the_api_does(admin_client, token_client, params):
+    """One check for both faces: the edited replay refuses what the API's submit refuses."""
+    letter = make_death(kind="http_export")
+    before = snapshot()
+    edit = {"params": json.dumps(params)}
+    response = post_form(admin_client, f"/console/dead-letters/{letter.pk}/replay/edit/", edit)
+    assert_rejected(response, before, "edited replay with NUL")
+    assert "NUL" in response.content.decode()
+    api = post_json(token_client, "/report/task/submit", {"kind": "http_export", "params": params})
+    assert_rejected(api, before, "submit with NUL")
+
+
 @pytest.mark.parametrize("action", ["replay", "archive", "discard"])
 @pytest.mark.parametrize("reason", ["r" * 2001, "r" * MB], ids=["2001 chars", "1 MB"])
 def test_console_letter_actions_refuse_over_long_reasons(admin_client, dead_task, action, reason):
