@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.session_timeout.SessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -255,14 +256,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# Login throttle (django-axes), for the console's and the admin's login forms alike: after
-# AXES_FAILURE_LIMIT failed logins for one username from one client address, or
-# AXES_ADDRESS_FAILURE_LIMIT from one address whatever the usernames, within the cool-off, that pair
-# (or address) gets the lockout page, even with the right password, until AXES_COOLOFF_MINUTES have
-# passed since the failure that locked it (config/login_throttle.py). A username is never locked
-# from every address, and tries during a lockout do not extend it. A success does not wipe the count:
-# someone who can log in to one account must not reset the count of the address they guess another
-# account's password from. `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock.
+# Login throttle (django-axes, config/login_throttle.py), console and admin alike: AXES_FAILURE_LIMIT
+# failed logins for one username from one address, or AXES_ADDRESS_FAILURE_LIMIT from one address,
+# within the cool-off lock that pair (or address), right password included, for AXES_COOLOFF_MINUTES
+# after the failure that locked it. Never a username from everywhere; tries while locked do not
+# extend it; a success does not wipe the count (or one's own account would reset the count of the
+# address guessing another's). `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_HANDLER = "config.login_throttle.PairAndAddressHandler"
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
@@ -271,11 +270,14 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimu
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-# The client address: REMOTE_ADDR, or the one a trusted proxy appended (deadletters.audit.client_ip),
-# the same the audit log records.
+# The client address the audit log records too (REMOTE_ADDR, or what a trusted proxy appended).
 AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
+# A session ends after this long without a request, and this long after sign-in whatever happens.
+SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
+SESSION_ABSOLUTE_TIMEOUT = env_int("SESSION_ABSOLUTE_TIMEOUT", 24 * 3600, minimum=60)
+SESSION_COOKIE_AGE = SESSION_ABSOLUTE_TIMEOUT
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
 
@@ -357,11 +359,9 @@ API_REPLAY_RATE = env_rate("API_REPLAY_RATE", "60/hour")
 # Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).
 CONSOLE_DASHBOARD_CACHE_SECONDS = env_int("CONSOLE_DASHBOARD_CACHE_SECONDS", 10, minimum=0)
 CONSOLE_FILTER_CHOICES_CACHE_SECONDS = env_int("CONSOLE_FILTER_CHOICES_CACHE_SECONDS", 300, minimum=0)
-# The client address (audit log, login throttle) is REMOTE_ADDR. Behind N reverse proxies set
-# CONSOLE_TRUSTED_PROXY_COUNT=N to take the address they appended to X-Forwarded-For (never the
-# client-supplied left end); the header is read only when the direct peer is one of
-# CONSOLE_TRUSTED_PROXIES (addresses or networks), so a client that reaches the web server
-# directly cannot write its own address.
+# The client address (audit log, login throttle) is REMOTE_ADDR; behind N reverse proxies,
+# CONSOLE_TRUSTED_PROXY_COUNT=N takes the one they appended to X-Forwarded-For (never the client's
+# left end), and only when the direct peer is in CONSOLE_TRUSTED_PROXIES (addresses or networks).
 CONSOLE_TRUSTED_PROXIES = env_networks("CONSOLE_TRUSTED_PROXIES", "127.0.0.1,::1")
 CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=0)
 # Bulk actions: default throttle (letters per second, changeable per run up to the max),

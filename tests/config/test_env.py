@@ -87,6 +87,8 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         "AXES_FAILURE_LIMIT": ("3", "3"),
         "AXES_COOLOFF_MINUTES": ("30", None),
         "AXES_ADDRESS_FAILURE_LIMIT": ("50", "50"),
+        "SESSION_IDLE_TIMEOUT": ("1800", "1800"),
+        "SESSION_ABSOLUTE_TIMEOUT": ("43200", "43200"),
         "CONSOLE_TRUSTED_PROXIES": ("10.0.0.0/8, 192.0.2.7", "(IPv4Network('10.0.0.0/8'), IPv4Network('192.0.2.7/32'))"),
         "SECURE_SSL_REDIRECT": ("true", "True"),
         "SECURE_HSTS_SECONDS": ("600", "600"),
@@ -107,6 +109,7 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         "None",
     )
     assert defaults["AXES_ADDRESS_FAILURE_LIMIT"] == "20"
+    assert (defaults["SESSION_IDLE_TIMEOUT"], defaults["SESSION_ABSOLUTE_TIMEOUT"]) == ("28800", "86400")
     assert defaults["CONSOLE_TRUSTED_PROXIES"] == "(IPv4Network('127.0.0.1/32'), IPv6Network('::1/128'))"
 
 
