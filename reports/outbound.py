@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from urllib3.util import parse_url
 
-from reports.errors import PermanentError, TransientError
+from reports.errors import PermanentError, TransientError, escape_controls
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +220,9 @@ def check_url(
         except (OSError, UnicodeError) as exc:
             if not must_resolve:
                 return CheckedUrl(target, ())
-            logger.warning("http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, exc)
+            logger.warning(
+                "http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, escape_controls(str(exc))
+            )
             raise SourceUnreachable() from None
     if not addresses and must_resolve:
         raise SourceUnreachable()
@@ -298,7 +300,7 @@ def _connect(checked: CheckedUrl, timeout: float, watchdog: _Watchdog) -> socket
     raise last or TimeoutError("deadline passed before a connection")
 
 
-def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: int) -> bytes:
+def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: int) -> bytearray:
     """GET the checked URL from its checked address: the body, or an error the retry policy
     classifies (SourceUnreachable and 429/5xx are transient; a redirect, another 4xx and an
     over-large answer are permanent)."""
@@ -320,7 +322,7 @@ def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: in
             except (OSError, http.client.HTTPException) as exc:
                 logger.warning(
                     "http_export: no HTTP answer from %s after %.1fs (%s: %s)",
-                    target.origin, time.monotonic() - started, type(exc).__name__, exc,
+                    target.origin, time.monotonic() - started, type(exc).__name__, escape_controls(str(exc)),
                 )
                 raise SourceUnreachable() from None
             _check_status(response.status)
@@ -339,25 +341,25 @@ def _check_status(status: int) -> None:
         raise PermanentError(f"the source answered HTTP {status}")
 
 
-def _read_body(response: http.client.HTTPResponse, watchdog: _Watchdog, *, deadline: float, max_bytes: int) -> bytes:
+def _read_body(
+    response: http.client.HTTPResponse, watchdog: _Watchdog, *, deadline: float, max_bytes: int
+) -> bytearray:
     too_large = PermanentError(f"the source's answer is larger than HTTP_EXPORT_MAX_BYTES ({max_bytes} bytes)")
     late = TransientError(f"the source's answer took longer than HTTP_EXPORT_DEADLINE ({deadline:g} s)")
     declared = response.getheader("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()  # grown in place: no list of chunks joined into a second copy at the end
     try:
         while chunk := response.read1(READ_CHUNK):
-            size += len(chunk)
-            if size > max_bytes:
+            if len(body) + len(chunk) > max_bytes:
                 raise too_large
-            chunks.append(chunk)
+            body += chunk
     except (OSError, http.client.HTTPException) as exc:
         if watchdog.fired.is_set():
             raise late from None
-        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__, exc)
+        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__, escape_controls(str(exc)))
         raise TransientError("the source's answer was cut off") from None
     if watchdog.fired.is_set():
         raise late
-    return b"".join(chunks)
+    return body

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 import reports.services.attempt_sql as attempt_sql
 from reports import queueing, semaphore
-from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, is_retriable
+from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.retry import retry_delay
 from reports.signals import task_died
@@ -58,7 +58,8 @@ class FailureInfo:
         text = "".join(traceback_module.format_exception(exc))
         return cls(
             error_type=error_type_name(exc),
-            message=(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
+            # One line, whatever the exception quotes (a source's cell, a client's param).
+            message=escape_controls(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
             traceback=text[:TRACEBACK_MAX],
             retriable=is_retriable(exc),
         )
