@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from deadletters.alerts.client import RobotConfig
-from deadletters.alerts.messages import TEXT_MAX, neutral, render_batch_summary, render_dead_letter, render_digest
+from deadletters.alerts.messages import (
+    TEXT_MAX,
+    neutral,
+    render_batch_summary,
+    render_dead_letter,
+    render_digest,
+)
 
 HOSTILE = "evil\n\n> quoted block\n# heading\n- item\n[click](https://evil.example/) ![i](x) **bold** `code` <font color=red>x</font>"
 MARKUP = ("\n", "\n>", "\n#", "\n-", "[", "](", "**", "`", "<", ">", "#")
