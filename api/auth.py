@@ -23,6 +23,10 @@ from reports.models import ApiToken
 from reports.services.tokens import authenticate_token
 
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+# What a session user needs where a token needs the `submit` scope, and the `operator` scope's
+# operator-only kinds (the other scopes name their permission on each endpoint).
+SUBMIT_PERMISSION = "reports.add_reporttask"
+OPERATOR_KINDS_PERMISSION = "reports.submit_operator_kinds"
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="report-api"'}
 
 
@@ -41,6 +45,17 @@ class ApiClient:
     def is_operator(self) -> bool:
         """Sessions are staff (their permissions decide); tokens need the operator scope."""
         return self.token is None or self.token.is_operator
+
+    @property
+    def may_submit_operator_kinds(self) -> bool:
+        if self.token is not None:
+            return self.token.is_operator
+        return self.user is not None and self.user.has_perm(OPERATOR_KINDS_PERMISSION)
+
+    @property
+    def budget_holder(self) -> ApiToken | AbstractBaseUser | None:
+        """Whose submit and replay budgets a request spends: the token's, or the session user's."""
+        return self.token if self.token is not None else self.user
 
     @property
     def owner_filter(self) -> ApiToken | None:
@@ -91,14 +106,16 @@ def authenticate(request, *, permission: str | None, scope: str | None = None) -
 
 
 def refuse_operator_only_kinds(client: ApiClient, kinds) -> None:
-    """The probe is an operator's canary: a token without the operator scope may not submit it
-    (whatever the batch it hides in). Unknown kinds are left to validation (a 422)."""
-    if client.is_operator:
+    """The probe is an operator's canary: a token without the operator scope, or a session user
+    without OPERATOR_KINDS_PERMISSION, may not submit it (whatever the batch it hides in). Unknown
+    kinds are left to validation (a 422)."""
+    if client.may_submit_operator_kinds:
         return
+    needs = "an API token with the operator scope" if client.token else f"the permission {OPERATOR_KINDS_PERMISSION}"
     for kind in kinds:
         report_kind = get_kind(kind) if isinstance(kind, str) else None
         if report_kind is not None and report_kind.operator_only:
-            raise ApiError(403, f"the {kind} kind needs an API token with the operator scope", "kind")
+            raise ApiError(403, f"the {kind} kind needs {needs}", "kind")
 
 
 def api_endpoint(

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint, refuse_operator_only_kinds
+from api.auth import SUBMIT_PERMISSION, api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
 from api.request_body import idempotency_key, iso, read_json_object
 from api.submit_budget import submit_budget
@@ -33,7 +33,7 @@ def batch_status_body(batch: ReportBatch) -> dict:
     }
 
 
-@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT)
+@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT, permission=SUBMIT_PERMISSION)
 def batch_submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS, max_bytes=settings.REPORT_BATCH_MAX_BODY_BYTES)
     try:
@@ -51,7 +51,7 @@ def batch_submit(request):
     items = items if isinstance(items, list) else []
     refuse_operator_only_kinds(client, [item.get("kind") for item in items if isinstance(item, dict)])
     try:
-        with submit_budget(client.token, cost=max(len(items), 1)) as charge:
+        with submit_budget(client.budget_holder, cost=max(len(items), 1)) as charge:
             batch, created = submit_batch(
                 items=data.get("items"),
                 idempotency_key=key,

@@ -9,6 +9,7 @@ from django.http.request import RawPostDataException
 
 from api.errors import ApiError
 from api.openapi.common import IDEMPOTENCY_KEY
+from reports.services import contains_nul
 
 # Checked exactly as the OpenAPI document states it: 1-200 printable ASCII characters, not
 # starting or ending with a space.
@@ -63,7 +64,7 @@ def read_json_object(
         raise ApiError(400, f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
-    if _has_nul(data):
+    if contains_nul(data):
         # No database column takes NUL (PostgreSQL refuses it in text and JSON).
         raise ApiError(400, "the body holds a NUL character (\\u0000), which is never accepted")
     for name in data:
@@ -72,21 +73,6 @@ def read_json_object(
                 400, f"unknown field {name[:64]!r}; allowed: {', '.join(sorted(allowed))}", name[:64]
             )
     return data
-
-
-def _has_nul(value) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def check_present(data: dict, name: str, valid, message: str) -> None:

@@ -4,10 +4,10 @@ render JSON. See api/openapi for the contract."""
 from django.http import FileResponse, JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint, refuse_operator_only_kinds
+from api.auth import SUBMIT_PERMISSION, api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
 from api.request_body import check_present, idempotency_key, iso, read_json_object
-from api.submit_budget import submit_budget
+from api.submit_budget import replay_budget, submit_budget
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
 from reports.errors import InvalidParams
@@ -28,7 +28,7 @@ def _task_or_404(request, task_id: str) -> ReportTask:
     return task
 
 
-@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT)
+@api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT, permission=SUBMIT_PERMISSION)
 def submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS)
     check_present(data, "params", lambda v: isinstance(v, dict), "must be a JSON object")
@@ -37,7 +37,7 @@ def submit(request):
     client = request.api_client
     refuse_operator_only_kinds(client, [data.get("kind")])
     try:
-        with submit_budget(client.token, cost=1) as charge:
+        with submit_budget(client.budget_holder, cost=1) as charge:
             result = submit_task(
                 kind=data.get("kind"),
                 params=data.get("params"),
@@ -93,13 +93,14 @@ def task_replay(request, task_id):
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
         raise ApiError(422, f"must be text of at most {REASON_MAX} characters", "reason")
     try:
-        replay_task(
-            task_id=task.pk,
-            actor=request.api_client.actor,
-            source="api",
-            reason=reason,
-            ip_address=client_ip(request),
-        )
+        with replay_budget(request.api_client.budget_holder):
+            replay_task(
+                task_id=task.pk,
+                actor=request.api_client.actor,
+                source="api",
+                reason=reason,
+                ip_address=client_ip(request),
+            )
     except ReasonRequired as exc:
         raise ApiError(422, str(exc), "reason") from None
     except TaskNotReplayable as exc:

@@ -1,5 +1,6 @@
 """Typed readers for environment variables, so a bad value fails at start-up with its name."""
 
+import ipaddress
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -71,6 +72,16 @@ def env_list(name: str, default: str) -> list[str]:
     raw = _raw(name) or default
     return [part.strip() for part in raw.split(",") if part.strip()]
 
+
+def env_networks(name: str, default: str) -> tuple:
+    """Comma-separated addresses or networks (10.0.0.0/8, ::1) as ipaddress networks."""
+    networks = []
+    for part in env_list(name, default):
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP addresses or networks, got {part!r}") from None
+    return tuple(networks)
 
 
 RATE_PERIODS = {

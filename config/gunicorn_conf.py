@@ -7,8 +7,12 @@ Every value comes from the environment, blank meaning the default, as for the Dj
 
 import os
 
-from config.env import env_int, env_list, env_str
+from config.env import env_bool, env_int, env_list, env_str
 
+_BASE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Loopback: the reverse proxy in front is the only way in, and the only peer whose X-Forwarded-For
+# is believed (CONSOLE_TRUSTED_PROXIES). Bind another address only with the proxy's in that list.
 bind = env_list("WEB_BIND", "127.0.0.1:8000")
 # Sync workers: each request holds one process; 2 per core plus one is gunicorn's own advice.
 workers = env_int("WEB_WORKERS", 2 * (os.cpu_count() or 1) + 1, minimum=1)
@@ -21,8 +25,14 @@ keepalive = env_int("WEB_KEEPALIVE", 5, minimum=0)
 # A worker is replaced after this many requests (with jitter), so a slow leak cannot grow forever.
 max_requests = env_int("WEB_MAX_REQUESTS", 2000, minimum=0)
 max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 200, minimum=0)
-# Only these proxy addresses may set X-Forwarded-Proto (HTTPS detection behind a load balancer).
-forwarded_allow_ips = env_str("WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+# Only these proxy addresses may set X-Forwarded-Proto (HTTPS detection behind a load balancer):
+# by default the same peers Django believes about the client's address.
+forwarded_allow_ips = env_str("WEB_FORWARDED_ALLOW_IPS", ",".join(env_list("CONSOLE_TRUSTED_PROXIES", "127.0.0.1,::1")))
+# gunicorn 25+ opens a control socket (gunicornc: add or kill workers, reload) under $HOME or
+# $XDG_RUNTIME_DIR by default. Off unless asked for, and then under var/, mode 0600.
+control_socket_disable = not env_bool("WEB_CONTROL_SOCKET", False)
+control_socket = os.path.join(env_str("VAR_DIR", _BASE_DIR + "/var"), "gunicorn.ctl")
+control_socket_mode = 0o600
 # Heartbeat files on tmpfs: a worker on a slow disk must not look hung.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 

@@ -11,7 +11,17 @@ from pathlib import Path
 import dj_database_url
 
 from config import redis_client
-from config.env import env_bool, env_float, env_float_list, env_int, env_kind_map, env_list, env_rate, env_str
+from config.env import (
+    env_bool,
+    env_float,
+    env_float_list,
+    env_int,
+    env_kind_map,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+)
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -52,6 +62,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.session_timeout.SessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -250,21 +261,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# Login throttle (django-axes), for the console's and the admin's login forms alike: after
-# AXES_FAILURE_LIMIT failed logins for one username, or from one client address, within the cool-off,
-# further attempts (even with the right password) get the lockout page until AXES_COOLOFF_MINUTES
-# have passed since the last failure. A success does not wipe the count: someone who can log in to
-# one account must not reset the count of the address they guess another account's password from.
-# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock at once.
+# Login throttle (django-axes, config/login_throttle.py), console and admin alike: AXES_FAILURE_LIMIT
+# failed logins for one username from one address, or AXES_ADDRESS_FAILURE_LIMIT from one address,
+# within the cool-off lock that pair (or address), right password included, for AXES_COOLOFF_MINUTES
+# after the failure that locked it. Never a username from everywhere; tries while locked do not
+# extend it; a success does not wipe the count (or one's own account would reset the count of the
+# address guessing another's). `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "config.login_throttle.PairAndAddressHandler"
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = False
-# The address the audit log records: REMOTE_ADDR, or the one the trusted proxies appended.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The client address the audit log records too (REMOTE_ADDR, or what a trusted proxy appended).
 AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 SESSION_COOKIE_HTTPONLY = True
+# A session ends after this long without a request, and this long after sign-in whatever happens.
+SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
+SESSION_ABSOLUTE_TIMEOUT = env_int("SESSION_ABSOLUTE_TIMEOUT", 24 * 3600, minimum=60)
+SESSION_COOKIE_AGE = SESSION_ABSOLUTE_TIMEOUT
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
 
@@ -335,17 +353,21 @@ API_DEADLETTER_PAGE_SIZE = env_int("API_DEADLETTER_PAGE_SIZE", 50, minimum=1)
 API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
 # last_used_at of an API token is written at most this often (seconds), not on every request.
 API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
-# Tasks each API token may submit (a batch of N counts N): (N, period seconds), or None for "off".
+# Tasks each API token (or console user calling the API) may submit (a batch of N counts N): (N, period seconds), or None for "off".
 # A full period's budget may be spent at once; past it, a submit waits (429, Retry-After).
 API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
+# Replays each API token (or console user calling the API) may ask for, the same way: a replay that
+# dies again alerts again, so a client looping replay -> death -> alert is stopped here.
+API_REPLAY_RATE = env_rate("API_REPLAY_RATE", "60/hour")
 
 # --- Console ------------------------------------------------------------------
 # Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).
 CONSOLE_DASHBOARD_CACHE_SECONDS = env_int("CONSOLE_DASHBOARD_CACHE_SECONDS", 10, minimum=0)
 CONSOLE_FILTER_CHOICES_CACHE_SECONDS = env_int("CONSOLE_FILTER_CHOICES_CACHE_SECONDS", 300, minimum=0)
-# Console actions (part B). The audit log records REMOTE_ADDR; behind N trusted reverse
-# proxies set CONSOLE_TRUSTED_PROXY_COUNT=N to take the client address they appended to
-# X-Forwarded-For (never the client-supplied left end).
+# The client address (audit log, login throttle) is REMOTE_ADDR; behind N reverse proxies,
+# CONSOLE_TRUSTED_PROXY_COUNT=N takes the one they appended to X-Forwarded-For (never the client's
+# left end), and only when the direct peer is in CONSOLE_TRUSTED_PROXIES (addresses or networks).
+CONSOLE_TRUSTED_PROXIES = env_networks("CONSOLE_TRUSTED_PROXIES", "127.0.0.1,::1")
 CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=0)
 # Bulk actions: default throttle (letters per second, changeable per run up to the max),
 # letters per transaction, and the replay watch: pause when more than THRESHOLD of the

@@ -55,14 +55,20 @@ def record_audit(
 
 def client_ip(request) -> str | None:
     """REMOTE_ADDR, or the address the N-th trusted proxy appended to X-Forwarded-For when
-    CONSOLE_TRUSTED_PROXY_COUNT=N says there are proxies in front (the left end is client input)."""
-    candidate = request.META.get("REMOTE_ADDR")
+    CONSOLE_TRUSTED_PROXY_COUNT=N says there are proxies in front (the left end is client input).
+    The header counts only when the direct peer is in CONSOLE_TRUSTED_PROXIES: anyone reaching the
+    web server itself could write it."""
+    candidate = _address(request.META.get("REMOTE_ADDR"))
     proxies = settings.CONSOLE_TRUSTED_PROXY_COUNT
-    if proxies:
+    if proxies and candidate is not None and any(candidate in net for net in settings.CONSOLE_TRUSTED_PROXIES):
         hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
         if len(hops) >= proxies:
-            candidate = hops[-proxies]
+            candidate = _address(hops[-proxies])
+    return str(candidate) if candidate is not None else None
+
+
+def _address(raw: str | None):
     try:
-        return str(ipaddress.ip_address(candidate)) if candidate else None
+        return ipaddress.ip_address(raw) if raw else None
     except ValueError:
         return None

@@ -63,6 +63,15 @@ def is_retriable(exc: BaseException) -> bool:
     return True
 
 
+def escape_controls(text: str) -> str:
+    """Text as one printable line: newlines, control, bidi and other non-printable characters as
+    their escapes (\\n, \\x01, \\u202e). For every message and log line built from what a
+    source or a client sent, so it cannot forge a line of its own or reorder what an operator reads."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
 def error_type_name(exc: BaseException) -> str:
     cls = type(exc)
     module = cls.__module__

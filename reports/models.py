@@ -157,6 +157,9 @@ class ReportTask(models.Model):
             ),
             *idempotency_constraints("task"),
         ]
+        # What the `operator` scope is to an API token, for a console session submitting through
+        # the API: operator-only kinds such as the probe.
+        permissions = [("submit_operator_kinds", "Can submit operator-only report kinds (the probe)")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.public_id} ({self.status})"

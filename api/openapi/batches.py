@@ -55,7 +55,8 @@ def batch_paths() -> dict:
                 "operationId": "submitBatch",
                 "summary": "Submit many report tasks at once (all or nothing)",
                 "description": "Token scope `submit` (an item of the probe kind also needs `operator`); "
-                "sessions: staff. The batch and its tasks belong to the token; a batch of N counts N "
+                "sessions: `reports.add_reporttask` (probe items also `reports.submit_operator_kinds`). The batch "
+                "and its tasks belong to the token; a batch of N counts N "
                 "against its submit budget. Idempotency keys are the token's own.",
                 "security": needs_scope("submit"),
                 "parameters": [

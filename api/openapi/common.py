@@ -22,14 +22,24 @@ FORBIDDEN = error(
 )
 SUBMIT_FORBIDDEN = error(
     "The token lacks the `submit` scope, or submits an operator-only kind (`probe`, also inside a batch; "
-    "`field` is `kind`) without the `operator` scope; or the session user is not staff, or the CSRF check "
-    "failed (session POSTs)."
+    "`field` is `kind`) without the `operator` scope; or the session user is not staff, lacks "
+    "`reports.add_reporttask` (or `reports.submit_operator_kinds` for an operator-only kind), or the CSRF "
+    "check failed (session POSTs)."
 )
 TOO_MANY = {
-    "description": "The token's submit budget (API_SUBMIT_RATE, 600 tasks a minute by default; a batch of N "
-    "counts N) is spent. Nothing was written; retry after `Retry-After` seconds.",
+    "description": "The client's submit budget (API_SUBMIT_RATE, 600 tasks a minute by default, per token "
+    "or per console user; a batch of N counts N) is spent. Nothing was written; retry after `Retry-After` "
+    "seconds.",
     "headers": {
         "Retry-After": {"description": "Seconds until the budget admits a submit again.", "schema": {"type": "integer"}}
+    },
+    "content": {"application/json": {"schema": _ERROR_REF}},
+}
+REPLAY_TOO_MANY = {
+    "description": "The client's replay budget (API_REPLAY_RATE, 60 replays an hour by default, per token or "
+    "per console user) is spent. Nothing was replayed; retry after `Retry-After` seconds.",
+    "headers": {
+        "Retry-After": {"description": "Seconds until the budget admits a replay again.", "schema": {"type": "integer"}}
     },
     "content": {"application/json": {"schema": _ERROR_REF}},
 }

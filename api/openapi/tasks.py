@@ -10,6 +10,7 @@ from api.openapi.common import (
     NOT_ALLOWED,
     NOT_FOUND,
     NOT_JSON,
+    REPLAY_TOO_MANY,
     SUBMIT_FORBIDDEN,
     TASK_ID_PARAM,
     TOO_LARGE,
@@ -46,7 +47,8 @@ def task_paths() -> dict:
             "post": {
                 "operationId": "submitTask",
                 "summary": "Submit a report task",
-                "description": "Token scope `submit` (the probe kind also needs `operator`); sessions: staff. "
+                "description": "Token scope `submit` (the probe kind also needs `operator`); sessions: "
+                "`reports.add_reporttask` (the probe also `reports.submit_operator_kinds`). "
                 "The task belongs to the token: only it (and operator tokens) can read and replay it. "
                 "Idempotency keys are the token's own: another client's equal key is another key.",
                 "security": needs_scope("submit"),
@@ -120,7 +122,8 @@ def task_paths() -> dict:
                 "operationId": "replayTask",
                 "summary": "Replay a dead task with a fresh attempt budget (runs once however often called)",
                 "description": "Token scope `replay` (own tasks; every task with `operator`); sessions: "
-                "`deadletters.replay_deadletter`.",
+                "`deadletters.replay_deadletter`. Each replay spends one of the client's replay budget "
+                "(API_REPLAY_RATE); a replay refused (404, 409, 422) is not counted.",
                 "security": needs_scope("replay"),
                 "parameters": [TASK_ID_PARAM],
                 "requestBody": {
@@ -140,6 +143,7 @@ def task_paths() -> dict:
                     "413": TOO_LARGE,
                     "415": NOT_JSON,
                     "422": error("Invalid `reason`, or none given while DEADLETTER_REQUIRE_REASON is set."),
+                    "429": REPLAY_TOO_MANY,
                 },
             }
         },

@@ -4,6 +4,8 @@ Links are absolute, built by deadletters.links from CONSOLE_BASE_URL. Buttons op
 *confirmation* page, and replaying needs a POST from there: a click never replays by itself.
 """
 
+import re
+import unicodedata
 from datetime import datetime
 from urllib.parse import quote
 
@@ -21,6 +23,9 @@ from deadletters.links import (
 
 MESSAGE_LINE_MAX = 160
 TITLE_MAX = 120
+# DingTalk's documentation found gives no figure for a markdown/actionCard text; 4,000 characters
+# stays well inside what robots are seen to accept.
+TEXT_MAX = 4000
 
 
 # --- links ----------------------------------------------------------------------
@@ -44,12 +49,38 @@ def one_line(text: str, limit: int = MESSAGE_LINE_MAX) -> str:
 # Characters that make markdown structure (links, images, headings, code, emphasis, quotes, HTML)
 # swapped for look-alikes that render as themselves.
 _MARKDOWN_NEUTRAL = str.maketrans({"`": "'", "[": "(", "]": ")", "#": "＃", "*": "＊", "<": "＜", ">": "＞"})
+# What a chat client turns into a link by itself: anything with a scheme, and www. names.
+_BARE_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://([^\s/?#]*)|\b(www\.[^\s/?#]+)")
+# Control characters, and format characters: bidi overrides and isolates, zero-width ones.
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co"}
+
+
+def _defang(match: re.Match) -> str:
+    """hxxps://evil(.)example: shown to the operator, linked by nothing."""
+    if match.group(3):
+        return match.group(3).replace(".", "(.)")
+    scheme, host = match.group(1), match.group(2).replace(".", "(.)")
+    if scheme.lower() in ("http", "https"):
+        return f"{scheme[0]}xx{scheme[3:]}://{host}"
+    return f"{scheme}(:)//{host}"
 
 
 def neutral(text, limit: int = MESSAGE_LINE_MAX) -> str:
     """Any user-supplied value (kind, error, message, batch name...) as it may appear in an alert:
-    one line, cut to `limit`, unable to open a new paragraph, quote, heading, link or tag."""
-    return one_line(str(text if text is not None else ""), limit).translate(_MARKDOWN_NEUTRAL)
+    one line, cut to `limit`, unable to open a new paragraph, quote, heading, link or tag, with no
+    link a chat client would make of a bare URL, and nothing invisible that reorders or hides text."""
+    text = "".join(
+        c for c in str(text if text is not None else "") if c.isspace() or unicodedata.category(c) not in _INVISIBLE
+    )
+    return one_line(_BARE_URL.sub(_defang, one_line(text, limit * 2)), limit).translate(_MARKDOWN_NEUTRAL)
+
+
+def fit_text(text: str, limit: int = TEXT_MAX) -> str:
+    """The text cut at a line boundary to at most `limit` characters (DingTalk refuses longer)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 2]
+    return cut[: cut.rfind("\n") + 1 or len(cut)] + "…"
 
 
 def format_time(value: datetime | str | None) -> str:
@@ -101,6 +132,8 @@ def _envelope(title: str, text: str, buttons: list[tuple[str, str]], robot: Robo
     if robot.keyword and robot.keyword not in title:
         title = f"[{robot.keyword}] {title}"
     title = title[:TITLE_MAX]
+    room = sum(len(label) + len(url) + 8 for label, url in buttons) + 16 * len(robot.at_mobiles)
+    text = fit_text(text, TEXT_MAX - room - len(robot.keyword) - 2)
     if robot.keyword and robot.keyword not in text:
         text = f"{text}\n\n{robot.keyword}"
     if robot.at_mobiles:

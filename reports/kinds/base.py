@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from openpyxl import Workbook
+from openpyxl.utils.exceptions import IllegalCharacterError
 
-from reports.errors import InvalidParams
+from reports.errors import InvalidParams, PermanentError, escape_controls
 
 
 @dataclass(frozen=True)
@@ -250,9 +251,13 @@ def write_table(path_stem: Path, fmt: str, header: Sequence[str], rows: Iterable
             os.close(fd)
             workbook = Workbook(write_only=True)
             sheet = workbook.create_sheet("report")
-            sheet.append(header)
-            for row in rows:
-                sheet.append(row)
+            try:
+                sheet.append(header)
+                for row in rows:
+                    sheet.append(row)
+            except IllegalCharacterError as exc:
+                # XLSX cannot hold most control characters; no retry changes the data.
+                raise PermanentError(f"XLSX cannot store a cell: {escape_controls(str(exc))[:300]}") from None
             workbook.save(tmp_name)
         os.replace(tmp_name, path)
     except BaseException:

@@ -1,14 +1,26 @@
 """Fetches JSON over HTTP and tabulates it; its network errors are the natural transient failures.
 What it may fetch, and how, is reports/kinds/outbound.py's policy, checked at submit and again before
-every fetch (a replay runs under today's allowlist, not the one the task was submitted under)."""
+every fetch (a replay runs under today's allowlist, not the one the task was submitted under).
+
+A task without `url` reads the default source, HTTP_EXPORT_URL, which may hold the source's
+credentials: it is looked up by the worker when the attempt runs and never copied into the task's
+params, the OpenAPI document, error messages or logs (those name it "the default source")."""
 
 import json
+import logging
 
 from django.conf import settings
 
 import reports.kinds.outbound as outbound
-from reports.errors import InvalidParams, PermanentError
+from reports.errors import InvalidParams
 from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
+from reports.kinds.json_records import JsonText, collect_columns, decode_text, find_records
+
+logger = logging.getLogger(__name__)
+DEFAULT_SOURCE_REFUSED = (
+    "the default source (HTTP_EXPORT_URL) is refused by the outbound policy; an operator must fix the "
+    "setting or HTTP_EXPORT_ALLOWED_HOSTS"
+)
 
 
 class HttpExport(ReportKind):
@@ -20,11 +32,11 @@ class HttpExport(ReportKind):
         Param(
             "url",
             "string",
-            default=lambda: settings.HTTP_EXPORT_URL or None,
             max_length=2000,
             description=(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS, "
-                "public addresses unless the allowlist names the address (others: 422)"
+                "public addresses unless the allowlist names the address (others: 422). Left out: the "
+                "default source the operators configured (HTTP_EXPORT_URL), read when the report runs"
             ),
             schema_extra=lambda: {"format": "uri"},
         ),
@@ -42,21 +54,19 @@ class HttpExport(ReportKind):
     )
     def validate(self, params):
         reject_unknown(params, {"url", "format", "records_path"})
-        url = params.get("url", settings.HTTP_EXPORT_URL)
-        if not isinstance(url, str) or len(url) > 2000:
-            raise InvalidParams("url", "must be a URL string")
-        if not url:
-            raise InvalidParams("url", "is required (no default source, HTTP_EXPORT_URL, is configured)")
-        # A name that does not resolve during the submit is checked again before the fetch.
-        checked = self._check(url, must_resolve=False)
+        cleaned = {}
+        if "url" in params:
+            url = params["url"]
+            if not isinstance(url, str) or not url or len(url) > 2000:
+                raise InvalidParams("url", "must be a URL string")
+            # A name that does not resolve during the submit is checked again before the fetch.
+            cleaned["url"] = self._check(url, must_resolve=False).target.url
+        else:
+            self._default_source(must_resolve=False)
         records_path = params.get("records_path", "")
         if not isinstance(records_path, str) or len(records_path) > 200:
             raise InvalidParams("records_path", "must be a dotted path string")
-        return {
-            "url": checked.target.url,
-            "format": choice(params, "format", ("csv", "xlsx"), "csv"),
-            "records_path": records_path,
-        }
+        return {**cleaned, "format": choice(params, "format", ("csv", "xlsx"), "csv"), "records_path": records_path}
 
     def _check(self, url: str, *, must_resolve: bool) -> outbound.CheckedUrl:
         try:
@@ -68,53 +78,34 @@ class HttpExport(ReportKind):
         except outbound.UrlRefused as exc:
             raise InvalidParams("url", str(exc)) from None
 
+    def _default_source(self, *, must_resolve: bool) -> outbound.CheckedUrl:
+        """HTTP_EXPORT_URL, checked like any URL; what is wrong with it is logged for the operators,
+        and the client reads only that the default source is refused."""
+        if not settings.HTTP_EXPORT_URL:
+            raise InvalidParams("url", "is required (no default source, HTTP_EXPORT_URL, is configured)")
+        try:
+            return self._check(settings.HTTP_EXPORT_URL, must_resolve=must_resolve)
+        except InvalidParams as exc:
+            logger.warning("http_export: HTTP_EXPORT_URL is refused: %s", exc.message)
+            raise InvalidParams("url", DEFAULT_SOURCE_REFUSED) from None
+
     def generate(self, params, ctx: RunContext):
+        if "url" in params:
+            checked = self._check(params["url"], must_resolve=True)
+        else:
+            checked = self._default_source(must_resolve=True)
         body = outbound.fetch(
-            self._check(params["url"], must_resolve=True),
+            checked,
             timeout=settings.HTTP_EXPORT_TIMEOUT,
             deadline=settings.HTTP_EXPORT_DEADLINE,
             max_bytes=settings.HTTP_EXPORT_MAX_BYTES,
         )
-        try:
-            data = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
-            raise PermanentError("the source did not answer JSON") from None
-        if params["records_path"]:
-            for key in params["records_path"].split("."):
-                if not isinstance(data, dict) or key not in data:
-                    raise PermanentError(f"records_path: {key!r} not found in the response")
-                data = data[key]
-        else:
-            data = _the_one_record_list(data)
-        if not _is_record_list(data):
-            raise PermanentError("the response is not a list of objects")
-        columns: list[str] = []
-        for item in data:
-            columns.extend(key for key in item if key not in columns)
-        rows = ([_cell(item.get(column, "")) for column in columns] for item in data)
+        doc = JsonText(decode_text(body))
+        del body
+        records = find_records(doc, params["records_path"])
+        columns = collect_columns(doc.records(records))
+        rows = ([_cell(item.get(column, "")) for column in columns] for item in doc.records(records))
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
-
-
-def _is_record_list(value) -> bool:
-    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
-
-
-def _the_one_record_list(data):
-    """With no records_path: the answer itself when it is a list, else the shallowest list of objects
-    inside it when there is exactly one (the demo source's `data.items`, most APIs' envelopes)."""
-    level = [("", data)]
-    while level and not any(_is_record_list(value) for _, value in level):
-        level = [
-            (f"{path}.{key}".lstrip("."), value)
-            for path, holder in level
-            if isinstance(holder, dict)
-            for key, value in holder.items()
-        ]
-    found = [(path, value) for path, value in level if _is_record_list(value)]
-    if len(found) > 1:
-        paths = ", ".join(path for path, _ in found[:5])
-        raise PermanentError(f"the response holds several lists of objects; set records_path to one of {paths}")
-    return found[0][1] if found else data
 
 
 def _cell(value):

@@ -32,13 +32,18 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from urllib3.util import parse_url
 
-from reports.errors import PermanentError, TransientError
+from reports.errors import PermanentError, TransientError, escape_controls
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 ranges whose last 32 bits are an IPv4 address: IPv4-compatible (deprecated), SIIT-translated,
+# and the well-known NAT64 prefix.
+_LOW_32_BITS = tuple(ipaddress.ip_network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+# is_global calls these public: deprecated site-local (RFC 3879) and SRv6 segment ids (RFC 9602).
+_NOT_PUBLIC_V6 = tuple(ipaddress.ip_network(n) for n in ("fec0::/10", "5f00::/8"))
 READ_CHUNK = 64 * 1024
 
 Resolver = Callable[[str, int], list[str]]
@@ -164,15 +169,29 @@ def _address(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(address.split("%", 1)[0])  # a resolver may add an IPv6 zone
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address may stand for: mapped (::ffff:a.b.c.d), translated
+    (::ffff:0:a.b.c.d), compatible (::a.b.c.d), 6to4, Teredo, and NAT64 (64:ff9b::/96; in the
+    local-use 64:ff9b:1::/48 the gateway's prefix length is unknown, so every RFC 6052 position)."""
+    found = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
+    if any(ip in network for network in _LOW_32_BITS):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip in _LOCAL_NAT64:
+        octets = ip.packed
+        for taken in (octets[6:8] + octets[9:11], octets[7:8] + octets[9:12], octets[9:13], octets[12:16]):
+            found.append(ipaddress.IPv4Address(taken))
+    return [address for address in found if address is not None]
+
+
 def is_public(address: str) -> bool:
     """Reachable on the internet: not loopback, private, link-local (the cloud metadata service
-    169.254.169.254), shared, reserved or multicast, also when wrapped in an IPv6 address."""
+    169.254.169.254), shared, reserved, site-local, SRv6 or multicast, also when an IPv4 address
+    is wrapped in an IPv6 one. ipaddress's is_global decides, plus what it lets through."""
     ip = _address(address)
     if ip.version == 6:
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None and not is_public(str(embedded)):
+        if any(ip in network for network in _NOT_PUBLIC_V6):
+            return False
+        if any(not is_public(str(embedded)) for embedded in _embedded_ipv4(ip)):
             return False
     return ip.is_global and not ip.is_multicast
 
@@ -182,7 +201,7 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 def check_url(
-    url: str, *, allowed_hosts: Iterable[str], resolver: Resolver = system_resolver, must_resolve: bool = True
+    url: str, *, allowed_hosts: Iterable[str], resolver: Resolver | None = None, must_resolve: bool = True
 ) -> CheckedUrl:
     """UrlRefused unless the URL, its host:port and every address its host resolves to pass.
 
@@ -197,11 +216,13 @@ def check_url(
         addresses = [target.host]
     except ValueError:
         try:
-            addresses = list(dict.fromkeys(resolver(target.host, target.port)))
+            addresses = list(dict.fromkeys((resolver or system_resolver)(target.host, target.port)))
         except (OSError, UnicodeError) as exc:
             if not must_resolve:
                 return CheckedUrl(target, ())
-            logger.warning("http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, exc)
+            logger.warning(
+                "http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, escape_controls(str(exc))
+            )
             raise SourceUnreachable() from None
     if not addresses and must_resolve:
         raise SourceUnreachable()
@@ -279,7 +300,7 @@ def _connect(checked: CheckedUrl, timeout: float, watchdog: _Watchdog) -> socket
     raise last or TimeoutError("deadline passed before a connection")
 
 
-def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: int) -> bytes:
+def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: int) -> bytearray:
     """GET the checked URL from its checked address: the body, or an error the retry policy
     classifies (SourceUnreachable and 429/5xx are transient; a redirect, another 4xx and an
     over-large answer are permanent)."""
@@ -301,7 +322,7 @@ def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: in
             except (OSError, http.client.HTTPException) as exc:
                 logger.warning(
                     "http_export: no HTTP answer from %s after %.1fs (%s: %s)",
-                    target.origin, time.monotonic() - started, type(exc).__name__, exc,
+                    target.origin, time.monotonic() - started, type(exc).__name__, escape_controls(str(exc)),
                 )
                 raise SourceUnreachable() from None
             _check_status(response.status)
@@ -320,25 +341,25 @@ def _check_status(status: int) -> None:
         raise PermanentError(f"the source answered HTTP {status}")
 
 
-def _read_body(response: http.client.HTTPResponse, watchdog: _Watchdog, *, deadline: float, max_bytes: int) -> bytes:
+def _read_body(
+    response: http.client.HTTPResponse, watchdog: _Watchdog, *, deadline: float, max_bytes: int
+) -> bytearray:
     too_large = PermanentError(f"the source's answer is larger than HTTP_EXPORT_MAX_BYTES ({max_bytes} bytes)")
     late = TransientError(f"the source's answer took longer than HTTP_EXPORT_DEADLINE ({deadline:g} s)")
     declared = response.getheader("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()  # grown in place: no list of chunks joined into a second copy at the end
     try:
         while chunk := response.read1(READ_CHUNK):
-            size += len(chunk)
-            if size > max_bytes:
+            if len(body) + len(chunk) > max_bytes:
                 raise too_large
-            chunks.append(chunk)
+            body += chunk
     except (OSError, http.client.HTTPException) as exc:
         if watchdog.fired.is_set():
             raise late from None
-        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__, exc)
+        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__, escape_controls(str(exc)))
         raise TransientError("the source's answer was cut off") from None
     if watchdog.fired.is_set():
         raise late
-    return b"".join(chunks)
+    return body

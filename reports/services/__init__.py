@@ -25,6 +25,7 @@ from reports.services.requeue import (
 from reports.services.submission import (
     IdempotencyConflict,
     SubmitResult,
+    contains_nul,
     submit_task,
     validate_idempotency_key,
     validate_submission,
@@ -50,4 +51,5 @@ __all__ = [
     "submit_task",
     "validate_idempotency_key",
     "validate_submission",
+    "contains_nul",
 ]

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import reports.services.attempt_sql as attempt_sql
-from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, is_retriable
+from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services.backoff import retry_delay
 from reports.services.enqueue import enqueue_next_attempt_on_commit
@@ -59,7 +59,8 @@ class FailureInfo:
         text = "".join(traceback_module.format_exception(exc))
         return cls(
             error_type=error_type_name(exc),
-            message=(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
+            # One line, whatever the exception quotes (a source's cell, a client's param).
+            message=escape_controls(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
             traceback=text[:TRACEBACK_MAX],
             retriable=is_retriable(exc),
         )

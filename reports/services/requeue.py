@@ -29,12 +29,17 @@ class TaskNotFound(Exception):
 
 
 class TaskNotReplayable(Exception):
-    """Replay asked for a task that is not dead (already replayed, running, done)."""
+    """Replay asked for a task that is not dead (already replayed, running, done).
+
+    Its message goes to API clients, so it says when, never who: `replayed_by` (an operator's
+    username) is for the console's pages only."""
 
     def __init__(self, task: ReportTask, replayed_by: str = "", replayed_at: datetime | None = None):
         detail = f"task {task.public_id} is {task.status}, not dead"
-        if replayed_by:
-            detail += f"; already replayed by {replayed_by}"
+        if replayed_at:
+            detail += f"; it was replayed at {replayed_at:%Y-%m-%d %H:%M:%S} UTC"
+        elif replayed_by:
+            detail += "; it was replayed already"
         super().__init__(detail)
         self.task = task
         self.replayed_by = replayed_by

@@ -42,6 +42,9 @@ def validate_submission(*, kind: object, params: object, priority: object = None
         params = {}
     if not isinstance(params, dict):
         raise InvalidParams("params", "must be a JSON object")
+    if contains_nul(params):
+        # No database column takes NUL (PostgreSQL refuses it in text and JSON).
+        raise InvalidParams("params", "holds a NUL character (\\u0000), which is never accepted")
     size = len(json.dumps(params, ensure_ascii=False).encode())
     if size > settings.REPORT_PARAMS_MAX_BYTES:
         raise InvalidParams("params", f"is {size} bytes; the limit is {settings.REPORT_PARAMS_MAX_BYTES}")
@@ -51,6 +54,23 @@ def validate_submission(*, kind: object, params: object, priority: object = None
         raise InvalidParams("priority", f"must be one of {', '.join(Priority.values)}")
     cleaned = report_kind.validate(params)
     return kind, cleaned, priority
+
+
+def contains_nul(value) -> bool:
+    """A NUL character anywhere in a JSON value, keys included: every face (API, console edit,
+    batch) refuses it through this one check."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def validate_idempotency_key(key: object) -> str | None:

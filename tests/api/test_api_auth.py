@@ -151,13 +151,37 @@ def test_session_post_without_csrf_token_is_403_and_writes_nothing(staff):
 
 
 def test_session_post_with_csrf_token_is_accepted(staff):
-    client = csrf_client(staff)
+    client = csrf_client(grant(staff, "reports.add_reporttask", "reports.submit_operator_kinds"))
     token = csrf_token(client)
 
     response = submit(client, **{"X-CSRFToken": token})
 
     assert response.status_code == 201
     assert ReportTask.objects.get().submitted_by == "staff"
+
+
+def test_a_session_submit_needs_the_add_permission_and_the_probe_its_own(staff):
+    """A staff account with no permissions submits nothing, and the operator's canary needs what
+    the `operator` scope is to a token."""
+    client = csrf_client(staff)
+    headers = {"X-CSRFToken": csrf_token(client)}
+    sales = {"kind": "sales_summary"}
+
+    for path, body in ((SUBMIT, sales), ("/report/batch/submit", {"items": [sales]})):
+        denied = client.post(path, data=body, content_type="application/json", headers=headers)
+        assert denied.status_code == 403
+        assert "reports.add_reporttask" in denied.json()["error"]
+
+    client = csrf_client(grant(staff, "reports.add_reporttask"))
+    headers = {"X-CSRFToken": csrf_token(client)}
+    probe = submit(client, **headers)
+    assert (probe.status_code, probe.json()["field"]) == (403, "kind")
+    assert "reports.submit_operator_kinds" in probe.json()["error"]
+    in_batch = client.post("/report/batch/submit", data={"items": [sales, {"kind": "probe"}]},
+                           content_type="application/json", headers=headers)
+    assert (in_batch.status_code, in_batch.json()["field"]) == (403, "kind")
+    assert not ReportTask.objects.exists()
+    assert client.post(SUBMIT, data=sales, content_type="application/json", headers=headers).status_code == 201
 
 
 def test_bearer_post_needs_no_csrf_token(api_token):
@@ -216,7 +240,7 @@ def test_session_replay_needs_replay_permission(staff):
 
 
 def test_session_form_post_is_415_not_a_crash(staff):
-    client = csrf_client(staff)
+    client = csrf_client(grant(staff, "reports.add_reporttask"))
 
     response = client.post(SUBMIT, data={"kind": "probe"}, headers={"X-CSRFToken": csrf_token(client)})
 

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import URLPattern, get_resolver
 
 from api.openapi import openapi_document
-from api.submit_budget import charge_submit_budget
+from api.submit_budget import REPLAY, charge_budget, charge_submit_budget
 from reports.models import ReportBatch, TaskStatus
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
@@ -103,10 +103,13 @@ def world(db, media_root, django_user_model, api_token):
     staff = django_user_model.objects.create_user("plain-staff", password="pw-123456789", is_staff=True)
     spent, spent_raw = create_api_token(name="spent-budget", scopes=("submit",))
     charge_submit_budget(spent, cost=10 * settings.API_SUBMIT_RATE[0])
+    replays_spent, replays_spent_raw = create_api_token(name="spent-replays", scopes=("replay", "operator"))
+    charge_budget(REPLAY, replays_spent, cost=10 * settings.API_REPLAY_RATE[0])
     return {
         "token": api_token,
         "reader": create_api_token(name="reader", scopes=("read",))[1],
         "spent": spent_raw,
+        "replays-spent": replays_spent_raw,
         "done": make_task(status=TaskStatus.DONE, attempt=1, output_file="out.csv"),
         "gone": make_task(status=TaskStatus.DONE, attempt=1, output_file="gone.csv"),
         "running": make_task(status=TaskStatus.RUNNING, attempt=1),
@@ -176,6 +179,7 @@ def scenarios(world):
             "token",
         ),
         ("post", f"/report/task/{dead.public_id}/replay", {"data": {"reason": 1}, **js}, "token"),
+        ("post", f"/report/task/{dead.public_id}/replay", {**js}, "replays-spent"),
         ("post", f"/report/task/{dead.public_id}/replay", {"data": {"reason": "fixed"}, **js}, "token"),
         # batches (api/openapi/batches.py documents their paths)
         (
@@ -213,7 +217,7 @@ def scenarios(world):
 def call(world, method, path, kwargs, credentials):
     client = Client(enforce_csrf_checks=True)
     headers = {}
-    if credentials in ("token", "reader", "spent"):
+    if credentials in ("token", "reader", "spent", "replays-spent"):
         headers["Authorization"] = f"Bearer {world[credentials]}"
     elif credentials in ("staff", "staff-no-csrf"):
         client.force_login(world["staff"])

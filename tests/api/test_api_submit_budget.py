@@ -1,13 +1,17 @@
-"""Each API token's submit budget (API_SUBMIT_RATE): a batch of N counts N, 429 with Retry-After past
-it, shared through the real Redis; what a request does not create is not charged."""
+"""Each API client's budgets: submits (API_SUBMIT_RATE; a batch of N counts N) and replays
+(API_REPLAY_RATE), 429 with Retry-After past them, shared through the real Redis; what a request
+does not do is not charged. A console user calling the API with a session has budgets too."""
 
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
-from reports.models import ReportTask
+from deadletters.models import AuditEntry
+from reports.models import ReportTask, TaskStatus
 from reports.services.tokens import create_api_token
+from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -96,16 +100,82 @@ def test_refused_submits_and_idempotent_repeats_cost_nothing(rate):
     assert submit(alice).status_code == 429
 
 
-def test_sessions_and_an_unset_budget_are_not_limited(rate, settings, django_user_model):
-    rate(1)
-    staff = django_user_model.objects.create_user("ops", password="pw-123456789", is_staff=True)
+def _session_of(django_user_model, name, *codenames):
+    user = django_user_model.objects.create_user(name, password="pw-123456789", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     session = Client()
-    session.force_login(staff)
-    assert [submit(session).status_code for _ in range(3)] == [201] * 3
+    session.force_login(user)
+    return session
 
+
+def test_sessions_have_a_budget_of_their_own_per_user(rate, django_user_model):
+    rate(2)
+    ops = _session_of(django_user_model, "ops", "add_reporttask")
+    other = _session_of(django_user_model, "other", "add_reporttask")
+
+    assert [submit(ops).status_code for _ in range(3)] == [201, 201, 429]
+    refused = submit(ops)
+    assert refused.status_code == 429 and "console user's submit budget" in refused.json()["error"]
+    assert int(refused["Retry-After"]) >= 1
+    assert batch(ops, 1).status_code == 429
+    assert submit(other).status_code == 201
+    assert ReportTask.objects.count() == 3
+
+
+def test_an_unset_budget_is_not_limited(settings):
     settings.API_SUBMIT_RATE = None
     alice = client_for("alice")
     assert [submit(alice).status_code for _ in range(3)] == [201] * 3
+
+
+# --- replays ---------------------------------------------------------------------------------
+
+
+def replay(client, task):
+    return client.post(f"/report/task/{task.public_id}/replay", content_type="application/json")
+
+
+def test_past_the_replay_budget_a_replay_is_429_and_nothing_is_replayed(settings):
+    """A client looping replay -> death -> alert is stopped at its budget."""
+    settings.API_REPLAY_RATE = (2, 3600)
+    raw = create_api_token(name="replayer", scopes=("replay", "operator"))[1]
+    alice = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    letters = [make_dead_letter() for _ in range(3)]
+
+    assert [replay(alice, letter.task).status_code for letter in letters[:2]] == [200, 200]
+    refused = replay(alice, letters[2].task)
+
+    assert refused.status_code == 429
+    assert "replay budget (2 replays per 3600 s)" in refused.json()["error"]
+    assert 1700 <= int(refused["Retry-After"]) <= 1800  # one replay of a 2-per-hour budget: 30 minutes
+    letters[2].task.refresh_from_db()
+    assert letters[2].task.status == TaskStatus.DEAD
+    assert AuditEntry.objects.filter(action="replay").count() == 2
+    other = Client(HTTP_AUTHORIZATION=f"Bearer {create_api_token(name='other', scopes=('replay', 'operator'))[1]}")
+    assert replay(other, letters[2].task).status_code == 200
+
+
+def test_refused_replays_cost_nothing_and_sessions_spend_their_own(settings, django_user_model):
+    settings.API_REPLAY_RATE = (1, 3600)
+    raw = create_api_token(name="replayer", scopes=("replay", "operator"))[1]
+    alice = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    letter, second = make_dead_letter(), make_dead_letter()
+    running = make_task(status=TaskStatus.RUNNING, attempt=1)
+
+    for _ in range(3):
+        assert replay(alice, running).status_code == 409
+    assert replay(alice, letter.task).status_code == 200
+    assert replay(alice, letter.task).status_code == 429  # the budget is spent before the 409 is found
+
+    ops = _session_of(django_user_model, "ops", "replay_deadletter")
+    ops.get("/console/login/")
+    token = ops.cookies["csrftoken"].value
+    answers = [
+        ops.post(f"/report/task/{task.public_id}/replay", content_type="application/json",
+                 headers={"X-CSRFToken": token}).status_code
+        for task in (second.task, make_dead_letter().task)
+    ]
+    assert answers == [200, 429]
 
 
 def test_without_redis_the_budget_is_not_enforced(rate, settings):

@@ -86,6 +86,10 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
     names = {
         "AXES_FAILURE_LIMIT": ("3", "3"),
         "AXES_COOLOFF_MINUTES": ("30", None),
+        "AXES_ADDRESS_FAILURE_LIMIT": ("50", "50"),
+        "SESSION_IDLE_TIMEOUT": ("1800", "1800"),
+        "SESSION_ABSOLUTE_TIMEOUT": ("43200", "43200"),
+        "CONSOLE_TRUSTED_PROXIES": ("10.0.0.0/8, 192.0.2.7", "(IPv4Network('10.0.0.0/8'), IPv4Network('192.0.2.7/32'))"),
         "SECURE_SSL_REDIRECT": ("true", "True"),
         "SECURE_HSTS_SECONDS": ("600", "600"),
         "SECURE_HSTS_INCLUDE_SUBDOMAINS": ("true", "True"),
@@ -104,6 +108,15 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         "False",
         "None",
     )
+    assert defaults["AXES_ADDRESS_FAILURE_LIMIT"] == "20"
+    assert (defaults["SESSION_IDLE_TIMEOUT"], defaults["SESSION_ABSOLUTE_TIMEOUT"]) == ("28800", "86400")
+    assert defaults["CONSOLE_TRUSTED_PROXIES"] == "(IPv4Network('127.0.0.1/32'), IPv6Network('::1/128'))"
+
+
+def test_a_trusted_proxy_that_is_not_an_address_fails_start_up(monkeypatch):
+    monkeypatch.setenv("X_TEST_VAR", "10.0.0.0/8, proxy.internal")
+    with pytest.raises(ImproperlyConfigured, match="X_TEST_VAR must list IP addresses or networks"):
+        env.env_networks("X_TEST_VAR", "")
 
 
 def test_naming_a_redis_ends_the_demo_setup_and_its_outbound_allowlist(tmp_path):
@@ -144,6 +157,9 @@ def test_every_blank_web_server_variable_gives_the_gunicorn_defaults(tmp_path):
     unset = conf_with({})
     assert conf_with({name: "" for name in WEB_SERVER_NAMES}) == unset
     assert unset["bind"] == "['127.0.0.1:8000']" and unset["timeout"] == "60"
+    assert unset["forwarded_allow_ips"] == "'127.0.0.1,::1'"
+    assert unset["control_socket_disable"] == "True"
+    assert conf_with({"WEB_CONTROL_SOCKET": "true"})["control_socket_disable"] == "False"
 
 
 STORAGE_PROBE = """

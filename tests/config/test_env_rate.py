@@ -25,3 +25,11 @@ def test_a_bad_rate_fails_at_start_up_with_its_name(monkeypatch, raw):
 def test_a_blank_rate_is_the_default(monkeypatch):
     monkeypatch.setenv("API_SUBMIT_RATE", " ")
     assert env.env_rate("API_SUBMIT_RATE", "600/minute") == (600, 60)
+
+
+def test_the_replay_budget_is_read_from_its_own_variable(tmp_path):
+    from tests.config.test_env import _settings_with
+
+    assert _settings_with({}, tmp_path)["API_REPLAY_RATE"] == "(60, 3600)"
+    assert _settings_with({"API_REPLAY_RATE": "10/minute"}, tmp_path)["API_REPLAY_RATE"] == "(10, 60)"
+    assert _settings_with({"API_REPLAY_RATE": "off"}, tmp_path)["API_REPLAY_RATE"] == "None"

@@ -3,6 +3,7 @@
 Through the real URLs, views, services and Redis (the RQ queue is read back to count jobs).
 """
 
+import ipaddress
 import threading
 from datetime import timedelta
 
@@ -121,6 +122,7 @@ def test_replay_post_requeues_once_audits_and_redirects(django_user_model):
 
 def test_trusted_proxy_setting_takes_the_address_the_proxy_appended(client_alice, settings):
     settings.CONSOLE_TRUSTED_PROXY_COUNT = 1
+    settings.CONSOLE_TRUSTED_PROXIES = (ipaddress.ip_network("10.1.2.3"),)
     letter = dead_letter()
 
     client_alice.post(url("archive", letter), HTTP_X_FORWARDED_FOR="6.6.6.6, 192.0.2.7")
@@ -424,6 +426,7 @@ def test_over_long_reason_is_refused_with_400(client_alice, name):
 
 def test_kind_pause_and_resume_audit_the_client_address_behind_trusted_proxies(client, operator, settings):
     settings.CONSOLE_TRUSTED_PROXY_COUNT = 1
+    settings.CONSOLE_TRUSTED_PROXIES = (ipaddress.ip_network("10.0.0.0/8"),)
     client.force_login(operator)
     proxied = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.66, 203.0.113.9"}
 

@@ -325,6 +325,23 @@ def test_console_replay_edit_refuses_raw_bad_input(admin_client, dead_task, labe
     assert_rejected(response, before, label)
 
 
+@pytest.mark.parametrize(
+    "params",
+    [{"records_path": "data\u0000items"}, {"records_path": "data", "\u0000": 1}],
+    ids=["NUL in a value", "NUL in a key"],
+)
+def test_console_replay_edit_refuses_nul_as_the_api_does(admin_client, token_client, params):
+    """One check for both faces: the edited replay refuses what the API's submit refuses."""
+    letter = make_death(kind="http_export")
+    before = snapshot()
+    edit = {"params": json.dumps(params)}
+    response = post_form(admin_client, f"/console/dead-letters/{letter.pk}/replay/edit/", edit)
+    assert_rejected(response, before, "edited replay with NUL")
+    assert "NUL" in response.content.decode()
+    api = post_json(token_client, "/report/task/submit", {"kind": "http_export", "params": params})
+    assert_rejected(api, before, "submit with NUL")
+
+
 @pytest.mark.parametrize("action", ["replay", "archive", "discard"])
 @pytest.mark.parametrize("reason", ["r" * 2001, "r" * MB], ids=["2001 chars", "1 MB"])
 def test_console_letter_actions_refuse_over_long_reasons(admin_client, dead_task, action, reason):
@@ -512,3 +529,35 @@ def not_http_listener():
     listener = CountingListener()
     yield listener
     listener.close()
+
+
+# IPv6 forms of inside addresses that ipaddress's is_global calls public: an allowed name whose DNS
+# answer is one of them must not open a way inside.
+WRAPPED_INSIDE = [
+    ("IPv4-compatible loopback", "::7f00:2"),
+    ("IPv4-translated loopback", "::ffff:0:7f00:2"),
+    ("NAT64 loopback", "64:ff9b::7f00:1"),
+    ("local-use NAT64", "64:ff9b:1::7f00:2"),
+    ("site-local", "fec0::1"),
+    ("SRv6 segment id", "5f00::1"),
+]
+
+
+@pytest.mark.parametrize("label,address", WRAPPED_INSIDE, ids=[c[0] for c in WRAPPED_INSIDE])
+def test_an_allowed_name_resolving_to_a_wrapped_inside_address_is_refused(
+    token_client, admin_client, settings, monkeypatch, label, address
+):
+    from reports.kinds import outbound
+
+    monkeypatch.setattr(outbound, "system_resolver", lambda host, port: [address])
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"export.test:{SOURCE_PORT}"]
+    url = f"http://export.test:{SOURCE_PORT}/orders"
+    letter = make_death(kind="http_export")
+    body = {"kind": "http_export", "params": {"url": url}}
+    before = snapshot()
+    assert_rejected(post_json(token_client, "/report/task/submit", body), before, f"submit: {label}")
+    batch = {"items": [{"kind": "probe"}, body]}
+    assert_rejected(post_json(token_client, "/report/batch/submit", batch), before, f"batch: {label}")
+    edit = {"params": json.dumps({"url": url})}
+    response = post_form(admin_client, f"/console/dead-letters/{letter.pk}/replay/edit/", edit)
+    assert_rejected(response, before, f"edited replay: {label}")

@@ -109,3 +109,18 @@ def test_readyz_names_the_database_when_it_is_down(gunicorn):
     assert ready.json()["checks"]["database"]["ok"] is False
     assert ready.json()["checks"]["redis"]["ok"] is True
     assert "nobody" not in ready.text
+
+
+def test_gunicorn_opens_no_control_socket_unless_asked_and_then_under_var(gunicorn, tmp_path):
+    """gunicorn 25+ puts a control socket (add/kill workers, reload) under $HOME by default."""
+    home, runtime, var = tmp_path / "home", tmp_path / "run", tmp_path / "var"
+    for folder in (home, runtime, var):
+        folder.mkdir()
+    gunicorn(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), VAR_DIR=str(var))
+    assert not [p for p in (*home.rglob("*"), *runtime.rglob("*"), *var.rglob("*.ctl"))]
+
+    gunicorn(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), VAR_DIR=str(var), WEB_CONTROL_SOCKET="true")
+    socket_path = var / "gunicorn.ctl"
+    wait_until(socket_path.exists, timeout=10, message="the control socket under var/")
+    assert oct(socket_path.stat().st_mode & 0o777) == "0o600"
+    assert not [p for p in (*home.rglob("*"), *runtime.rglob("*"))]

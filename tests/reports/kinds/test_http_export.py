@@ -77,6 +77,9 @@ class SourceHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(0.05)
 
+    def route_payload(self):
+        self._answer(200, self.server.payload, [("Content-Type", "application/json")])
+
     def route_not_found(self):
         self._answer(404)
 
@@ -86,6 +89,7 @@ def source():
     server = ThreadingHTTPServer(("127.0.0.1", 0), SourceHandler)
     server.daemon_threads = True
     server.hosts_seen = []
+    server.payload = b"[]"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     server.origin = f"http://127.0.0.1:{server.server_port}"
@@ -282,9 +286,165 @@ def test_without_records_path_the_one_list_of_objects_in_the_answer_is_found(exp
 
 
 def test_several_lists_of_objects_ask_for_records_path():
-    from reports.kinds.http_export import _the_one_record_list
+    from reports.kinds.json_records import JsonText, find_records
 
-    assert _the_one_record_list([{"a": 1}]) == [{"a": 1}]
-    assert _the_one_record_list({"meta": {"n": 1}, "data": {"items": [{"a": 1}]}}) == [{"a": 1}]
+    def records(value):
+        doc = JsonText(json.dumps(value))
+        return list(doc.records(find_records(doc, "")))
+
+    assert records([{"a": 1}]) == [{"a": 1}]
+    assert records({"meta": {"n": 1}, "data": {"items": [{"a": 1}]}}) == [{"a": 1}]
     with pytest.raises(PermanentError, match="set records_path to one of a, b"):
-        _the_one_record_list({"a": [{"x": 1}], "b": [{"y": 2}]})
+        records({"a": [{"x": 1}], "b": [{"y": 2}]})
+
+
+@pytest.mark.parametrize("address", ["::7f00:1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "64:ff9b:1::7f00:1",
+                                     "fec0::1", "5f00::1"])
+def test_a_name_rebound_to_a_wrapped_inside_address_before_the_attempt_is_refused(
+    export, settings, source, monkeypatch, address
+):
+    """Public at submit, an IPv6 form of an inside address at the attempt: the fetch never starts."""
+    port = source.server_port
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"export.test:{port}"]
+    monkeypatch.setattr(outbound, "system_resolver", lambda host, port: ["93.184.215.14"])
+    params = export.kind.validate({"url": f"http://export.test:{port}/orders"})
+    monkeypatch.setattr(outbound, "system_resolver", lambda host, port: [address])
+    with pytest.raises(InvalidParams, match="not public"):
+        export.kind.generate(params, export.ctx)
+    assert source.hosts_seen == []
+
+
+# --- the default source -------------------------------------------------------------------------
+
+SECRET = "api_key=s3cr3t-export-key"
+
+
+@pytest.fixture
+def default_source(settings, source):
+    settings.HTTP_EXPORT_URL = f"{source.origin}/orders?{SECRET}"
+    return settings.HTTP_EXPORT_URL
+
+
+def test_a_task_left_on_the_default_source_keeps_no_copy_of_its_url(export, source, default_source):
+    params = export.kind.validate({"records_path": "data.items"})
+    assert params == {"format": "csv", "records_path": "data.items"}
+    path = export.kind.generate(params, export.ctx)
+    assert path.read_text().splitlines()[0] == "id,note,amount"
+    assert source.hosts_seen == [f"127.0.0.1:{source.server_port}"]
+
+
+def test_the_default_source_is_resolved_when_the_report_runs(export, settings, source, default_source):
+    params = export.kind.validate({})
+    settings.HTTP_EXPORT_URL = f"{source.origin}/payload"
+    source.payload = json.dumps([{"moved": 1}]).encode()
+    assert export.kind.generate(params, export.ctx).read_text().splitlines() == ["moved", "1"]
+
+
+def test_a_refused_default_source_is_named_but_never_shown(export, settings, source, default_source, caplog):
+    params = export.kind.validate({})
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = ["reports.example.com"]
+    with pytest.raises(InvalidParams) as caught:
+        export.kind.generate(params, export.ctx)
+    assert "default source (HTTP_EXPORT_URL) is refused" in str(caught.value)
+    assert SECRET not in str(caught.value) and str(source.server_port) not in str(caught.value)
+    assert "not in HTTP_EXPORT_ALLOWED_HOSTS" in caplog.text and SECRET not in caplog.text
+    settings.HTTP_EXPORT_URL = ""
+    with pytest.raises(InvalidParams, match="no default source"):
+        export.kind.validate({})
+
+
+def test_the_anonymous_openapi_document_holds_no_configured_url(client, default_source):
+    document = client.get("/report/openapi.json")
+    assert document.status_code == 200
+    assert SECRET not in document.content.decode()
+    assert "/orders" not in document.content.decode()
+
+
+def test_an_api_submit_on_the_default_source_stores_no_url(token_client, export, default_source):
+    from reports.models import ReportTask
+
+    response = token_client.post("/report/task/submit", {"kind": "http_export"}, content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert ReportTask.objects.get().params == {"format": "csv", "records_path": ""}
+
+
+# --- what a source sends ------------------------------------------------------------------------
+
+FORGED = "\x01\n2026-11-24 12:00:00 INFO reports.worker task 1 done\u202e"
+
+
+def test_a_cell_xlsx_cannot_hold_is_a_permanent_error_on_one_line(export, source):
+    source.payload = json.dumps([{"note": FORGED}]).encode()
+    with pytest.raises(PermanentError) as caught:
+        export(f"{source.origin}/payload", format="xlsx")
+    failure = FailureInfo.from_exception(caught.value)
+    assert not failure.retriable
+    assert "\n" not in failure.message and "\x01" not in failure.message and "\u202e" not in failure.message
+    assert "\\x01\\n2026-11-24" in failure.message
+
+
+def test_failure_messages_quoting_what_a_source_sent_stay_on_one_line():
+    failure = FailureInfo.from_exception(RuntimeError(FORGED))
+    assert failure.message.isprintable()
+    assert "\\n2026-11-24" in failure.message
+
+
+def test_several_record_lists_with_hostile_names_are_listed_escaped(export, source):
+    source.payload = json.dumps({"a\nFAKE": [{"x": 1}], "b": [{"y": 2}]}).encode()
+    with pytest.raises(PermanentError) as caught:
+        export(f"{source.origin}/payload")
+    assert "a\\nFAKE, b" in str(caught.value)
+
+
+def test_an_answer_that_is_not_http_is_logged_on_one_line(export, settings, caplog):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(1024)
+            conn.sendall(b"\x01 2026-11-24 INFO forged\x1b[2J\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"127.0.0.1:{port}"]
+    try:
+        with pytest.raises(TransientError):
+            export(f"http://127.0.0.1:{port}/")
+    finally:
+        thread.join(5)
+        listener.close()
+    lines = [record.getMessage() for record in caplog.records if "http_export" in record.getMessage()]
+    assert lines and all(line.isprintable() for line in lines), lines
+
+
+def test_columns_are_collected_in_linear_steps():
+    """20,000 distinct keys: one dict step each, where a list's `in` compared each with all before."""
+    from reports.kinds.json_records import collect_columns
+
+    comparisons = 0
+
+    class Key(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, other):
+            nonlocal comparisons
+            comparisons += 1
+            return str.__eq__(self, other)
+
+    names = [f"k{n}" for n in range(20_000)]
+    records = [{Key(name): 1 for name in names[start : start + 100]} for start in range(0, 20_000, 100)]
+    records += [{Key(name): 2 for name in names[:100]}]  # keys seen before: equal, not the same objects
+    columns = collect_columns(records)
+    assert columns == names
+    assert comparisons <= 2 * 100 + 20_000, comparisons  # the list version made about 200 million
+
+
+def test_an_answer_is_streamed_not_loaded_whole(export, source, monkeypatch):
+    """json.loads of the whole answer is what cost ~270 MB per 10 MiB; the records are decoded one
+    at a time instead."""
+    monkeypatch.setattr(json, "loads", None)
+    source.payload = json.dumps({"data": {"items": ORDERS * 1000}, "meta": {"lists": [[1], [2]]}}).encode()
+    path = export(f"{source.origin}/payload")
+    assert len(path.read_text().splitlines()) == 1 + 2000

@@ -94,6 +94,11 @@ def test_a_malformed_allowlist_entry_is_a_configuration_error(entry):
         ["fe80::1%eth0"],
         ["::ffff:127.0.0.1"],
         ["64:ff9b::a00:1"],
+        ["::7f00:2"],
+        ["::ffff:0:7f00:2"],
+        ["64:ff9b:1::7f00:2"],
+        ["fec0::1"],
+        ["5f00::1"],
         [PUBLIC, "127.0.0.1"],  # every answer must pass: the client cannot pick which one is used
     ],
 )
@@ -127,7 +132,14 @@ def test_a_name_that_does_not_resolve_waits_for_the_attempt():
 @pytest.mark.parametrize(
     ("address", "public"),
     [("8.8.8.8", True), ("2606:4700::1111", True), ("127.0.0.2", False), ("172.16.0.1", False),
-     ("224.0.0.1", False), ("2002:7f00:1::", False), ("::ffff:8.8.8.8", True)],
+     ("224.0.0.1", False), ("2002:7f00:1::", False), ("::ffff:8.8.8.8", True),
+     # ipaddress's is_global calls all of these public.
+     ("::7f00:2", False),  # IPv4-compatible 127.0.0.2
+     ("::ffff:0:7f00:2", False),  # SIIT-translated 127.0.0.2
+     ("64:ff9b::7f00:1", False), ("64:ff9b::a9fe:a9fe", False), ("64:ff9b::808:808", True),  # NAT64
+     ("64:ff9b:1::7f00:2", False), ("64:ff9b:1:7f00:0:100::", False),  # local-use NAT64, /96 and /48
+     ("fec0::1", False),  # deprecated site-local
+     ("5f00::1", False)],  # SRv6 segment ids
 )
 def test_is_public(address, public):
     assert is_public(address) is public
