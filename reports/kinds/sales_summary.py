@@ -65,4 +65,5 @@ class SalesSummary(ReportKind):
             params["format"],
             [group_by, "orders", "units", "revenue"],
             table(),
+            money_columns=["revenue"],
         )

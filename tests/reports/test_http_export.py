@@ -144,7 +144,7 @@ def export(settings, tmp_path, source):
 
 def test_an_allowed_source_is_fetched_and_tabulated_without_formulas(export, source):
     path = export(f"{source.origin}/orders?x=1", records_path="data.items")
-    assert path.read_text().splitlines() == ["id,note,amount", "1,\"'=HYPERLINK(\"\"http://x.invalid\"\",\"\"y\"\")\",-5",
+    assert path.read_text(encoding="utf-8-sig").splitlines() == ["id,note,amount", "1,\"'=HYPERLINK(\"\"http://x.invalid\"\",\"\"y\"\")\",-5",
                                              "2,ok,"]
     assert source.hosts_seen == [f"127.0.0.1:{source.server_port}"]
 
@@ -278,8 +278,8 @@ def test_the_fetch_connects_to_the_address_checked_not_to_a_second_lookup(source
 def test_without_records_path_the_one_list_of_objects_in_the_answer_is_found(export, source):
     """The demo source answers {"data": {"items": [...]}}: the kind's defaults must tabulate it."""
     path = export(f"{source.origin}/orders")
-    assert path.read_text().splitlines()[0] == "id,note,amount"
-    assert len(path.read_text().splitlines()) == 1 + len(ORDERS)
+    assert path.read_text(encoding="utf-8-sig").splitlines()[0] == "id,note,amount"
+    assert len(path.read_text(encoding="utf-8-sig").splitlines()) == 1 + len(ORDERS)
 
 
 def test_several_lists_of_objects_ask_for_records_path():

@@ -107,7 +107,7 @@ def test_sales_summary_revenue_is_exact_to_the_cent(group_by, tmp_path):
 
     path = SalesSummary().generate(params, RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path))
 
-    rows = list(csv.DictReader(StringIO(path.read_text())))
+    rows = list(csv.DictReader(StringIO(path.read_text(encoding="utf-8-sig"))))
     assert {row[group_by]: row["revenue"] for row in rows} == {
         key: str(value.quantize(Decimal("0.01"))) for key, value in expected.items()
     }

@@ -78,7 +78,8 @@ def test_a_report_is_stored_per_attempt_and_downloaded_from_the_store(
     api = token_client.get(f"/report/task/{task.public_id}/output")
     assert api.status_code == 200
     assert api["Content-Disposition"] == 'attachment; filename="probe.csv"'
-    body = b"".join(api.streaming_content).decode()
+    assert api["Content-Type"] == "text/csv; charset=utf-8"
+    body = b"".join(api.streaming_content).decode("utf-8-sig")
     assert body.splitlines() == ["task,attempt", f"{task.public_id},2"]
 
     token_client.defaults.pop("HTTP_AUTHORIZATION")
@@ -87,7 +88,8 @@ def test_a_report_is_stored_per_attempt_and_downloaded_from_the_store(
     token_client.force_login(operator)
     console = token_client.get(f"/console/tasks/{task.public_id}/output")
     assert console.status_code == 200
-    assert b"".join(console.streaming_content).decode() == body
+    assert console["Content-Type"] == "text/csv; charset=utf-8"
+    assert b"".join(console.streaming_content).decode("utf-8-sig") == body
 
 
 def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start_worker, short_leases):
