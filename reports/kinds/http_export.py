@@ -23,10 +23,10 @@ class HttpExport(ReportKind):
             default=lambda: settings.HTTP_EXPORT_URL or None,
             max_length=2000,
             description=(
-                "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS, "
-                "public addresses unless the allowlist names the address (others: 422)"
+                "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
+                "pattern lists them), public addresses unless the allowlist names the address"
             ),
-            schema_extra=lambda: {"format": "uri"},
+            schema_extra=lambda: url_schema(settings.HTTP_EXPORT_ALLOWED_HOSTS),
         ),
         Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
         Param(
@@ -40,6 +40,12 @@ class HttpExport(ReportKind):
             ),
         ),
     )
+    def params_schema(self) -> dict:
+        schema = super().params_schema()
+        if not settings.HTTP_EXPORT_URL:
+            schema["required"] = ["url"]  # no default source to fall back on
+        return schema
+
     def validate(self, params):
         reject_unknown(params, {"url", "format", "records_path"})
         url = params.get("url", settings.HTTP_EXPORT_URL)
@@ -93,6 +99,26 @@ class HttpExport(ReportKind):
             columns.extend(key for key in item if key not in columns)
         rows = ([_cell(item.get(column, "")) for column in columns] for item in data)
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
+
+
+# The path and query of an allowed URL: printable ASCII without a backslash (refused) or a `#`.
+_URL_REST = '(?:/[!-"$-\\[\\]-~]*)?'
+
+
+def url_schema(allowed_hosts) -> dict:
+    """The JSON Schema of `url` under this allowlist: a pattern naming each allowed origin (the
+    address checks that need DNS are left to the submit and the fetch). No allowlist: no URL."""
+    origins = []
+    for host, port in sorted(outbound.allowlist(allowed_hosts), key=str):
+        written = (f"[{host}]" if ":" in host else host).replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
+        for scheme, default_port in outbound.DEFAULT_PORTS.items():
+            if port is None or port == default_port:
+                origins.append(f"{scheme}://{written}(?::{default_port})?")
+            else:
+                origins.append(f"{scheme}://{written}:{port}")
+    if not origins:
+        return {"not": {}, "description": "http_export fetches nothing: HTTP_EXPORT_ALLOWED_HOSTS is empty"}
+    return {"format": "uri", "pattern": f"^(?:{'|'.join(origins)}){_URL_REST}$"}
 
 
 def _is_record_list(value) -> bool:

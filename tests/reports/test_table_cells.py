@@ -7,9 +7,8 @@ import zipfile
 from decimal import Decimal
 
 import pytest
-from openpyxl import load_workbook
-
 from django.core.management import call_command
+from openpyxl import load_workbook
 
 from reports.kinds.base import RunContext, neutralise_cell, write_table
 from reports.kinds.sales_summary import SalesSummary
