@@ -2,7 +2,6 @@
 
 import logging
 import threading
-import time
 
 import pytest
 import redis

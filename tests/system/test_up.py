@@ -31,7 +31,10 @@ INHERITED_SETTINGS = (
     "HTTP_EXPORT_ALLOWED_HOSTS",
     "DINGTALK_WEBHOOK",
 )
-BACK_WITHIN_SECONDS = 5.0
+# `up` starts the replacement this soon (its backoff, 0.5 s, and its poll); the new worker then
+# needs as long as a Python process with Django needs to boot, which on a loaded machine is seconds
+# more: it must register, but its boot time is the machine's, not `up`'s.
+RESTARTED_WITHIN_SECONDS = 5.0
 
 
 def free_port() -> int:
@@ -64,7 +67,8 @@ class UpProcess:
         )
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text()
 
     def redis(self) -> redis.Redis:
@@ -163,20 +167,23 @@ def test_a_killed_worker_is_restarted_while_the_site_keeps_answering_and_a_crash
 
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: "worker1 restarted (pid" in site.output(), timeout=60, interval=0.02,
+               message="`up` to start a new worker1")
+    started_after = time.monotonic() - killed_at
     restarted = wait_until(
         lambda: [name for name in site.workers() if name.endswith("-1-r1")],
         timeout=60,
-        message="worker1 to be back (registered under its restart name)",
+        message="the new worker1 to register (under its restart name)",
     )
-    back_after = time.monotonic() - killed_at
-    print(f"worker1 back (registered with RQ) {back_after:.2f} s after SIGKILL; "
-          f"/healthz answered {poller.requests - len(poller.failures)} of {poller.requests} meanwhile")
+    registered_after = time.monotonic() - killed_at
+    print(f"worker1 restarted {started_after:.2f} s and registered with RQ {registered_after:.2f} s after "
+          f"SIGKILL; /healthz answered {poller.requests - len(poller.failures)} of {poller.requests} meanwhile")
     poller.halt.set()
     poller.join(10)
     assert not poller.failures, poller.failures[:5]
     assert poller.requests > 0
-    assert back_after < BACK_WITHIN_SECONDS, f"worker1 took {back_after:.2f} s to come back"
-    assert "worker1 exited with -9 (SIGKILL); restarting it in" in site.output()
+    assert started_after < RESTARTED_WITHIN_SECONDS, f"`up` took {started_after:.2f} s to restart worker1"
+    assert "worker1 exited with -9 (SIGKILL); restarting it in 0.5 s" in site.output()
     assert site.process.poll() is None
 
     # Two more deaths within the window: the third exit is one more than UP_RESTART_LIMIT allows.
