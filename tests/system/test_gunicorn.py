@@ -84,7 +84,7 @@ def test_gunicorn_serves_probes_and_the_console(gunicorn, operator):
 
     secret = "rpt_query-secret-never-logged"
     session.get(f"{base}/console/dead-letters/?q={secret}", timeout=10)
-    wait_until(lambda: "/console/dead-letters/" in log.read_text(), timeout=10, message="the access log line")
+    wait_until(lambda: "/console/dead-letters/" in log.read_text(), timeout=30, message="the access log line")
     assert secret not in log.read_text()
 
 

@@ -164,7 +164,7 @@ def test_orphaned_work_horse_dies_with_its_worker(start_worker, fast_retries):
 
     worker.kill(signal.SIGKILL)  # the parent only: its horse would run on, but nobody could record it
 
-    wait_until(lambda: not _alive(horse), timeout=10, message="the orphaned horse to die with its worker")
+    wait_until(lambda: not _alive(horse), timeout=30, message="the orphaned horse to die with its worker")
     start_worker()
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
