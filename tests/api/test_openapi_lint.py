@@ -4,6 +4,7 @@ package.json/package-lock.json at the project root and run from node_modules/.bi
 installs them with `npm ci`."""
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -21,7 +22,8 @@ QUIET = {"REDOCLY_TELEMETRY": "off", "REDOCLY_SUPPRESS_UPDATE_NOTICE": "true", "
 def node_tool(name: str) -> str:
     """node_modules/.bin/NAME, after `npm ci` when node_modules is missing (one install at a time:
     CI runs two test sessions side by side)."""
-    lock_path = Path(tempfile.gettempdir()) / f"npm-ci-{abs(hash(str(BASE_DIR)))}.lock"
+    checkout = hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:16]  # str hash() differs per process
+    lock_path = Path(tempfile.gettempdir()) / f"npm-ci-{checkout}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (BIN / name).exists():
