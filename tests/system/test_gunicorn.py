@@ -37,8 +37,10 @@ def gunicorn(subprocess_env, tmp_path):
             if process.poll() is not None:
                 raise AssertionError(f"gunicorn exited: {log.read_text()[-3000:]}")
             try:
-                return requests.get(f"{base}/healthz", timeout=2).status_code == 200
-            except requests.ConnectionError:
+                return requests.get(f"{base}/healthz", timeout=10).status_code == 200
+            except (requests.ConnectionError, requests.Timeout):
+                # The socket is bound before a worker is ready: on a loaded machine the first
+                # requests wait; not an answer yet, and no reason to stop polling.
                 return False
 
         wait_until(answers, timeout=60, interval=0.2, message="gunicorn to answer /healthz")
