@@ -8,4 +8,5 @@ from api.openapi import openapi_document
 
 @api_endpoint(methods=("GET",), public=True)
 def openapi(request):
-    return JsonResponse(openapi_document(), json_dumps_params={"indent": 2})
+    origin = request.build_absolute_uri("/").rstrip("/")
+    return JsonResponse(openapi_document(server_url=origin), json_dumps_params={"indent": 2})

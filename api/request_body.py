@@ -89,7 +89,9 @@ def query_param(request, name: str) -> str | None:
 
 
 def idempotency_key(request, data: dict):
-    """The key from the Idempotency-Key header or the `idempotency_key` field; both given must agree."""
+    """The key from the Idempotency-Key header or the `idempotency_key` field; both given must agree.
+    Two keys for one request conflict as a key reused with other params does: a 409, the answer a
+    client already handles for its key (and the JSON Schema of a body cannot compare a header)."""
     header_key = request.headers.get("Idempotency-Key")
     body_key = data.get("idempotency_key")
     given = [key for key in (header_key,) if key is not None] + (
@@ -103,5 +105,5 @@ def idempotency_key(request, data: dict):
                 "idempotency_key",
             )
     if header_key is not None and body_key is not None and header_key != body_key:
-        raise ApiError(400, "the Idempotency-Key header and the idempotency_key field differ", "idempotency_key")
+        raise ApiError(409, "the Idempotency-Key header and the idempotency_key field differ", "idempotency_key")
     return header_key if header_key is not None else body_key

@@ -12,7 +12,7 @@ from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
 from reports.errors import InvalidParams
 from reports.models import ApiScope, Priority, ReportTask, TaskStatus
-from reports.outputs import open_output, output_filename
+from reports.outputs import open_output, output_content_type, output_filename
 from reports.selectors import task_by_api_id
 from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task
 
@@ -116,4 +116,9 @@ def task_output(request, task_id):
     stored = open_output(task.output_file)
     if stored is None:
         raise ApiError(404, "the task's output file is missing")
-    return FileResponse(stored, as_attachment=True, filename=output_filename(task.output_file))
+    return FileResponse(
+        stored,
+        as_attachment=True,
+        filename=output_filename(task.output_file),
+        content_type=output_content_type(task.output_file),
+    )

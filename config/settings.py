@@ -178,6 +178,12 @@ RQ = {
 }
 RQ_SHOW_ADMIN_LINK = False
 
+# --- `manage.py up` -----------------------------------------------------------
+# `up` restarts a child that exits (0.5 s, then doubling up to 8 s). One that exits more than
+# UP_RESTART_LIMIT times within UP_RESTART_WINDOW seconds is crash-looping: `up` stops everything.
+UP_RESTART_LIMIT = env_int("UP_RESTART_LIMIT", 5, minimum=0)
+UP_RESTART_WINDOW = env_float("UP_RESTART_WINDOW", 60.0, minimum=1.0)
+
 # --- Report tasks -------------------------------------------------------------
 REPORT_MAX_ATTEMPTS = env_int("REPORT_MAX_ATTEMPTS", 3, minimum=1)
 REPORT_RETRY_BACKOFF = env_float_list("REPORT_RETRY_BACKOFF", "10,30,60")

@@ -138,3 +138,16 @@ def _remove_tree(prefix: str) -> None:
 def output_filename(name: str) -> str:
     """The name a download is offered under: the stored file's own name."""
     return name.rsplit("/", 1)[-1]
+
+
+CONTENT_TYPES = {
+    # The charset tells a browser or an HTTP client what the bytes are; the file's byte order mark
+    # tells a spreadsheet that opens the saved file.
+    "csv": "text/csv; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+
+
+def output_content_type(name: str) -> str | None:
+    """The Content-Type a report file is served with (None: let the response guess)."""
+    return CONTENT_TYPES.get(name.rsplit(".", 1)[-1].lower())

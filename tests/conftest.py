@@ -333,7 +333,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def _playwright_browser(pytestconfig):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # expect() polls until its condition holds; Playwright's own deadline (5 s) is shorter than a
+    # page round trip on a loaded 2-core machine, so it gets the same 15 s as every page action.
+    expect.set_options(timeout=15_000)
 
     if _NO_BROWSER in pytestconfig.stash:
         pytest.fail(pytestconfig.stash[_NO_BROWSER], pytrace=False)

@@ -3,17 +3,36 @@
 tests/api/test_api_contract.py checks every documented response against real responses, and that
 every route of the API is documented: change both together."""
 
+from django.conf import settings
+
 from api.openapi.batches import batch_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
 
+TAGS = [
+    {"name": "tasks", "description": "Submit a report task, follow it, download its file, replay it."},
+    {"name": "dead letters", "description": "Tasks that died: open letters, newest first."},
+    {"name": "batches", "description": "Many tasks submitted at once, and their progress."},
+    {"name": "documentation", "description": "This document."},
+]
 
-def openapi_document() -> dict:
+
+def openapi_document(server_url: str | None = None) -> dict:
+    """The document; `server_url` (the origin a request reached) is its server, else CONSOLE_BASE_URL."""
     return {
         "openapi": "3.1.0",
+        "servers": [
+            {"url": (server_url or settings.CONSOLE_BASE_URL).rstrip("/"), "description": "This report console."}
+        ],
+        "tags": TAGS,
         "info": {
             "title": "Report tasks API",
             "version": "1.0.0",
+            "license": {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"},
+            "contact": {
+                "name": "The operators of this report console",
+                "url": f"{(server_url or settings.CONSOLE_BASE_URL).rstrip('/')}/console/",
+            },
             "description": (
                 "Submit report tasks, follow them, fetch their output, list and replay dead letters. "
                 "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token NAME "

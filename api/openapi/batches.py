@@ -53,12 +53,13 @@ def batch_paths() -> dict:
         "/report/batch/submit": {
             "post": {
                 "operationId": "submitBatch",
+                "tags": ["batches"],
                 "summary": "Submit many report tasks at once (all or nothing)",
                 "description": "Token scope `submit` (an item of the probe kind also needs `operator`); "
                 "sessions: `reports.add_reporttask` (probe items also `reports.submit_operator_kinds`). The batch "
                 "and its tasks belong to the token; a batch of N counts N "
                 "against its submit budget. Idempotency keys are the token's own.",
-                "security": needs_scope("submit"),
+                **needs_scope("submit"),
                 "parameters": [
                     {
                         "name": "Idempotency-Key",
@@ -95,8 +96,7 @@ def batch_paths() -> dict:
                     "201": {"description": "Batch created", **accepted},
                     "200": {"description": "Same idempotency key and items: the existing batch", **accepted},
                     "400": {
-                        "description": "Malformed request: invalid JSON, an unknown field, a NUL character, "
-                        "or the header and field idempotency keys differ",
+                        "description": "Malformed request: invalid JSON, an unknown field, a NUL character",
                         "content": error["content"],
                     },
                     "401": error,
@@ -107,8 +107,8 @@ def batch_paths() -> dict:
                     "429": TOO_MANY,
                     "422": {
                         "description": "Invalid items (all or nothing); `errors` lists each bad item by index. "
-                        "Also what the schema cannot state, as for a single submit (a `url` host not "
-                        "allowed, `date_to` before `date_from`).",
+                        "A `url` the pattern allows is refused only as for a single submit (a host name "
+                        "that resolves to an address that is not public).",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}},
                     },
                 },
@@ -117,10 +117,11 @@ def batch_paths() -> dict:
         "/report/batch/{batch_id}/status": {
             "get": {
                 "operationId": "batchStatus",
+                "tags": ["batches"],
                 "summary": "Progress of a batch, counted from its tasks",
                 "description": "Token scope `read` (own batches; every batch with `operator`; another "
                 "client's is a 404); sessions: `reports.view_reporttask`.",
-                "security": needs_scope("read"),
+                **needs_scope("read"),
                 "parameters": [
                     {
                         "name": "batch_id",

@@ -69,12 +69,13 @@ IDEMPOTENCY_KEY = {
     "pattern": "^[!-~](?:[ -~]{0,198}[!-~])?$",
     "description": "1-200 printable ASCII characters, not starting or ending with a space. The "
     "`Idempotency-Key` header and this field are the same thing: give either; giving both with "
-    "different values is a 400. The same key with the same kind and params returns the first "
+    "different values is a 409. The same key with the same kind and params returns the first "
     "task (200); with others, 409.",
 }
 
 
-def needs_scope(scope: str) -> list[dict]:
-    """The operation's security requirement: a bearer token with `scope` (OpenAPI 3.1 role names), or a
-    console session (the permission in the operation's description)."""
-    return [{"bearerAuth": [scope]}, {"consoleSession": []}]
+def needs_scope(scope: str) -> dict:
+    """The operation's security requirement: a bearer token with `scope`, or a console session (the
+    permission in the operation's description). The scope goes in `x-token-scope`, not as an OpenAPI
+    3.1 role name in the requirement: linters read a non-empty list as OAuth scopes."""
+    return {"security": [{"bearerAuth": []}, {"consoleSession": []}], "x-token-scope": scope}

@@ -27,15 +27,17 @@ def kind_components() -> dict:
             "params": _params_ref(name),
             "priority": {"type": "string", "enum": list(Priority.values)},
         }
+        # Params with a required member (http_export's url without a default source) must be given.
+        required = ["kind", "params"] if params.get("required") else ["kind"]
         schemas[f"{title}Submit"] = {
             "type": "object",
-            "required": ["kind"],
+            "required": required,
             "additionalProperties": False,
             "properties": {**kind_and_params, "idempotency_key": IDEMPOTENCY_KEY},
         }
         schemas[f"{title}BatchItem"] = {
             "type": "object",
-            "required": ["kind"],
+            "required": required,
             "additionalProperties": False,
             "properties": kind_and_params,
         }

@@ -46,12 +46,13 @@ def task_paths() -> dict:
         "/report/task/submit": {
             "post": {
                 "operationId": "submitTask",
+                "tags": ["tasks"],
                 "summary": "Submit a report task",
                 "description": "Token scope `submit` (the probe kind also needs `operator`); sessions: "
                 "`reports.add_reporttask` (the probe also `reports.submit_operator_kinds`). "
                 "The task belongs to the token: only it (and operator tokens) can read and replay it. "
                 "Idempotency keys are the token's own: another client's equal key is another key.",
-                "security": needs_scope("submit"),
+                **needs_scope("submit"),
                 "parameters": [
                     {
                         "name": "Idempotency-Key",
@@ -80,22 +81,23 @@ def task_paths() -> dict:
                     ),
                     "400": error(
                         "Malformed request: invalid UTF-8 or JSON, not an object, an unknown field "
-                        "(named in `field`), a NUL character anywhere, or the `Idempotency-Key` header "
-                        "and the `idempotency_key` field both given with different values."
+                        "(named in `field`), or a NUL character anywhere."
                     ),
                     "401": UNAUTHORIZED,
                     "403": SUBMIT_FORBIDDEN,
                     "405": NOT_ALLOWED,
-                    "409": error("The idempotency key was used (by this client) for another kind or other params."),
+                    "409": error(
+                        "The idempotency key was used (by this client) for another kind or other params, "
+                        "or the `Idempotency-Key` header and the `idempotency_key` field differ."
+                    ),
                     "413": TOO_LARGE,
                     "415": NOT_JSON,
                     "429": TOO_MANY,
                     "422": error(
                         "Invalid kind, params, priority or idempotency key (named in `field`; for "
-                        "params, the kind's own parameter). Also what the schema cannot state: a "
-                        "`url` outside the outbound policy (its host:port not in HTTP_EXPORT_ALLOWED_HOSTS, "
-                        "a non-public address not named there, userinfo, a backslash), a `date_to` before "
-                        "`date_from`, params over 64 KiB."
+                        "params, the kind's own parameter), or params over 64 KiB. A `url` the pattern "
+                        "allows is refused only when its host name resolves to an address that is not "
+                        "public and the allowlist does not name that address."
                     ),
                 },
             }
@@ -103,10 +105,11 @@ def task_paths() -> dict:
         "/report/task/{task_id}/status": {
             "get": {
                 "operationId": "taskStatus",
+                "tags": ["tasks"],
                 "summary": "A task's state, attempts, last error and output",
                 "description": "Token scope `read` (own tasks; every task with `operator`); sessions: "
                 "`reports.view_reporttask`.",
-                "security": needs_scope("read"),
+                **needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
                     "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS),
@@ -120,11 +123,12 @@ def task_paths() -> dict:
         "/report/task/{task_id}/replay": {
             "post": {
                 "operationId": "replayTask",
+                "tags": ["tasks"],
                 "summary": "Replay a dead task with a fresh attempt budget (runs once however often called)",
                 "description": "Token scope `replay` (own tasks; every task with `operator`); sessions: "
                 "`deadletters.replay_deadletter`. Each replay spends one of the client's replay budget "
                 "(API_REPLAY_RATE); a replay refused (404, 409, 422) is not counted.",
-                "security": needs_scope("replay"),
+                **needs_scope("replay"),
                 "parameters": [TASK_ID_PARAM],
                 "requestBody": {
                     "required": False,
@@ -150,10 +154,11 @@ def task_paths() -> dict:
         "/report/task/{task_id}/output": {
             "get": {
                 "operationId": "taskOutput",
+                "tags": ["tasks"],
                 "summary": "Download the report file of a done task",
                 "description": "Token scope `read` (own tasks; every task with `operator`); sessions: "
                 "`reports.view_reporttask`.",
-                "security": needs_scope("read"),
+                **needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
                     "200": {
@@ -171,10 +176,11 @@ def task_paths() -> dict:
         "/report/task/dead-letters": {
             "get": {
                 "operationId": "listDeadLetters",
+                "tags": ["dead letters"],
                 "summary": "Open, not yet expired dead letters, newest first",
                 "description": "Token scope `read`: the letters of the token's own tasks; with `operator`, "
                 "everyone's. Sessions: `deadletters.view_deadletter` (everyone's).",
-                "security": needs_scope("read"),
+                **needs_scope("read"),
                 "parameters": [
                     {
                         "name": "kind",
@@ -235,7 +241,10 @@ def task_paths() -> dict:
         "/report/openapi.json": {
             "get": {
                 "operationId": "openapi",
+                "tags": ["documentation"],
                 "summary": "This document",
+                "description": "The OpenAPI 3.1 document of this API, public (no credentials). Its "
+                "`servers` entry is the address the request reached.",
                 "security": [],
                 "responses": {
                     "200": {

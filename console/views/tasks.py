@@ -17,7 +17,7 @@ from console.views.common import pager_context, param, parse_cursor, pretty_json
 from deadletters.selectors.audit import audit_for_task
 from deadletters.selectors.letters import newer_dead_letters_of_task
 from reports.models import ReportTask, TaskStatus
-from reports.outputs import open_output, output_filename
+from reports.outputs import open_output, output_content_type, output_filename
 from reports.selectors import task_attempts, task_by_public_id, task_kinds_seen, tasks_matching
 
 ACTIVE_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
@@ -113,4 +113,9 @@ def task_output(request, public_id: uuid.UUID):
     stored = open_output(task.output_file)
     if stored is None:
         raise Http404("The output file is missing.")
-    return FileResponse(stored, as_attachment=True, filename=output_filename(task.output_file))
+    return FileResponse(
+        stored,
+        as_attachment=True,
+        filename=output_filename(task.output_file),
+        content_type=output_content_type(task.output_file),
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
 from openpyxl.utils.exceptions import IllegalCharacterError
 
 from reports.errors import InvalidParams, PermanentError, escape_controls
@@ -233,34 +234,69 @@ def neutralise_cell(value: Any) -> Any:
     return value
 
 
-def write_table(path_stem: Path, fmt: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
-    """Write rows as CSV or XLSX atomically: readers see the whole file or none. Every cell, the
-    header too, goes through neutralise_cell: the values come from clients and remote sources."""
-    header = [neutralise_cell(name) for name in header]
-    rows = ([neutralise_cell(value) for value in row] for row in rows)
+# Excel shows UTF-8 without a byte order mark as its legacy code page (mojibake for Chinese text);
+# with the mark it reads UTF-8, and so do LibreOffice, pandas and Python's "utf-8-sig".
+CSV_ENCODING = "utf-8-sig"
+MONEY_FORMAT = "#,##0.00"
+# A spreadsheet number is a binary double: integers beyond 2**53 lose their last digits there.
+LARGEST_EXACT_INTEGER = 2**53
+
+
+def write_table(
+    path_stem: Path,
+    fmt: str,
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    money_columns: Iterable[str] = (),
+) -> Path:
+    """Write rows as CSV or XLSX atomically: readers see the whole file or none.
+
+    CSV (UTF-8 with a byte order mark) has no cell types, so every cell, the header too, goes
+    through neutralise_cell: the values come from clients and remote sources. XLSX cells are
+    typed: text is a string cell, which no spreadsheet evaluates, so it is written as given;
+    numbers stay numbers, those in `money_columns` shown with two decimals, and integers a
+    spreadsheet cannot hold exactly become text."""
     path = path_stem.with_suffix(f".{fmt}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=f".{fmt}")
     try:
         if fmt == "csv":
-            with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            with os.fdopen(fd, "w", newline="", encoding=CSV_ENCODING) as handle:
                 writer = csv.writer(handle)
-                writer.writerow(header)
-                writer.writerows(rows)
+                writer.writerow([neutralise_cell(name) for name in header])
+                writer.writerows([neutralise_cell(value) for value in row] for row in rows)
         else:
             os.close(fd)
-            workbook = Workbook(write_only=True)
-            sheet = workbook.create_sheet("report")
-            try:
-                sheet.append(header)
-                for row in rows:
-                    sheet.append(row)
-            except IllegalCharacterError as exc:
-                # XLSX cannot hold most control characters; no retry changes the data.
-                raise PermanentError(f"XLSX cannot store a cell: {escape_controls(str(exc))[:300]}") from None
-            workbook.save(tmp_name)
+            _write_xlsx(tmp_name, header, rows, money=[name in set(money_columns) for name in header])
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+def _write_xlsx(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]], *, money: list[bool]) -> None:
+    workbook = Workbook(write_only=True)
+    sheet = workbook.create_sheet("report")
+    try:
+        sheet.append([xlsx_cell(sheet, name) for name in header])
+        for row in rows:
+            sheet.append([xlsx_cell(sheet, value, money=i < len(money) and money[i]) for i, value in enumerate(row)])
+    except IllegalCharacterError as exc:
+        # XLSX cannot hold most control characters; no retry changes the data.
+        raise PermanentError(f"XLSX cannot store a cell: {escape_controls(str(exc))[:300]}") from None
+    workbook.save(path)
+
+
+def xlsx_cell(sheet, value: Any, *, money: bool = False) -> WriteOnlyCell:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_EXACT_INTEGER:
+        value = str(value)
+    cell = WriteOnlyCell(sheet, value=value)
+    if isinstance(value, str):
+        # openpyxl types text starting with "=" as a formula (and "#N/A" as an error): a string
+        # cell holds it as the characters it is.
+        cell.data_type = "s"
+    elif money and cell.data_type == "n" and value is not None:
+        cell.number_format = MONEY_FORMAT
+    return cell

@@ -34,11 +34,12 @@ class HttpExport(ReportKind):
             "string",
             max_length=2000,
             description=(
-                "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS, "
-                "public addresses unless the allowlist names the address (others: 422). Left out: the "
-                "default source the operators configured (HTTP_EXPORT_URL), read when the report runs"
+                "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
+                "pattern lists them), public addresses unless the allowlist names the address (others: "
+                "422). Left out: the default source the operators configured (HTTP_EXPORT_URL), read "
+                "when the report runs"
             ),
-            schema_extra=lambda: {"format": "uri"},
+            schema_extra=lambda: url_schema(settings.HTTP_EXPORT_ALLOWED_HOSTS),
         ),
         Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
         Param(
@@ -52,6 +53,12 @@ class HttpExport(ReportKind):
             ),
         ),
     )
+    def params_schema(self) -> dict:
+        schema = super().params_schema()
+        if not settings.HTTP_EXPORT_URL:
+            schema["required"] = ["url"]  # no default source to fall back on
+        return schema
+
     def validate(self, params):
         reject_unknown(params, {"url", "format", "records_path"})
         cleaned = {}
@@ -106,6 +113,26 @@ class HttpExport(ReportKind):
         columns = collect_columns(doc.records(records))
         rows = ([_cell(item.get(column, "")) for column in columns] for item in doc.records(records))
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
+
+
+# The path and query of an allowed URL: printable ASCII without a backslash (refused) or a `#`.
+_URL_REST = '(?:/[!-"$-\\[\\]-~]*)?'
+
+
+def url_schema(allowed_hosts) -> dict:
+    """The JSON Schema of `url` under this allowlist: a pattern naming each allowed origin (the
+    address checks that need DNS are left to the submit and the fetch). No allowlist: no URL."""
+    origins = []
+    for host, port in sorted(outbound.allowlist(allowed_hosts), key=str):
+        written = (f"[{host}]" if ":" in host else host).replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
+        for scheme, default_port in outbound.DEFAULT_PORTS.items():
+            if port is None or port == default_port:
+                origins.append(f"{scheme}://{written}(?::{default_port})?")
+            else:
+                origins.append(f"{scheme}://{written}:{port}")
+    if not origins:
+        return {"not": {}, "description": "http_export fetches nothing: HTTP_EXPORT_ALLOWED_HOSTS is empty"}
+    return {"format": "uri", "pattern": f"^(?:{'|'.join(origins)}){_URL_REST}$"}
 
 
 def _cell(value):

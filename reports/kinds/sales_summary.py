@@ -21,13 +21,21 @@ class SalesSummary(ReportKind):
         Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
         Param("group_by", "string", default="region", choices=GROUPINGS, description="one row per"),
         Param("date_from", "date", description="first day included (all orders when left out)"),
-        Param("date_to", "date", description="last day included; not before date_from"),
+        Param(
+            "date_to",
+            "date",
+            description="last day included (all orders when left out); before date_from, the two are "
+            "read the other way round",
+        ),
     )
 
-    def check(self, cleaned):
+    def validate(self, params):
+        # A range given backwards still names two days; JSON Schema cannot compare two fields, so the
+        # API accepts it as the range between them and the task's params record it forwards.
+        cleaned = super().validate(params)
         if cleaned.get("date_from") and cleaned.get("date_to") and cleaned["date_from"] > cleaned["date_to"]:
-            return [("date_to", "must not be before date_from")]
-        return []
+            cleaned["date_from"], cleaned["date_to"] = cleaned["date_to"], cleaned["date_from"]
+        return cleaned
 
     def generate(self, params, ctx: RunContext):
         from reports.models import Order
@@ -65,4 +73,5 @@ class SalesSummary(ReportKind):
             params["format"],
             [group_by, "orders", "units", "revenue"],
             table(),
+            money_columns=["revenue"],
         )

@@ -1,11 +1,17 @@
 """What the OpenAPI document states, the API enforces exactly (so Schemathesis finds no gap)."""
 
 import json
+import re
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as settings_hypothesis
+from hypothesis import strategies as st
 
 from api.openapi import openapi_document
 from reports.kinds import KINDS
+from reports.kinds.http_export import url_schema
+from reports.kinds.outbound import check_url
 from reports.models import ReportBatch, ReportTask
 from tests.factories import make_dead_letter
 
@@ -122,3 +128,50 @@ def test_submits_link_to_their_status_for_clients_and_stateful_testing():
         "description": "Follow the batch just submitted.",
     }
     assert task_link["parameters"] == {"task_id": "$response.body#/task_id"}
+
+
+ALLOWLIST = ["127.0.0.1:8000", "example.com", "[::1]:8443", "reports.example.net:80"]
+
+
+@settings_hypothesis(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_url_the_document_allows_is_accepted_and_others_are_not_offered(data):
+    pattern = url_schema(ALLOWLIST)["pattern"]
+    url = data.draw(st.from_regex(pattern, fullmatch=True).filter(lambda u: len(u) <= 2000))
+    # Names resolve to a public address here (no DNS in a test); addresses are checked as written.
+    checked = check_url(url, allowed_hosts=ALLOWLIST, resolver=lambda host, port: ["93.184.216.34"])
+    assert checked.target.host_port in {"127.0.0.1:8000", "example.com:443", "example.com:80", "[::1]:8443",
+                                         "reports.example.net:80"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8001/x", "http://user@127.0.0.1:8000/", "http://127.0.0.1:8000\\@evil/", "ftp://example.com/",
+     "http://169.254.169.254/latest", "https://example.com.evil.net/", "http://127.0.0.1:8000/#frag"],
+)
+def test_urls_outside_the_allowlist_do_not_match_the_documented_pattern(url):
+    assert not re.fullmatch(url_schema(ALLOWLIST)["pattern"], url)
+
+
+def test_the_documented_url_follows_the_allowlist_setting(settings):
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = ["127.0.0.1:8811"]
+    settings.HTTP_EXPORT_URL = "http://127.0.0.1:8811/report/demo/orders.json"
+    schemas = openapi_document()["components"]["schemas"]
+    url = schemas["HttpExportParams"]["properties"]["url"]
+    assert url["pattern"] == '^(?:http://127\\.0\\.0\\.1:8811|https://127\\.0\\.0\\.1:8811)(?:/[!-"$-\\[\\]-~]*)?$'
+    assert "required" not in schemas["HttpExportParams"]
+    assert schemas["HttpExportSubmit"]["required"] == ["kind"]
+
+    settings.HTTP_EXPORT_ALLOWED_HOSTS, settings.HTTP_EXPORT_URL = [], ""
+    schemas = openapi_document()["components"]["schemas"]
+    assert schemas["HttpExportParams"]["properties"]["url"]["not"] == {}
+    assert schemas["HttpExportParams"]["required"] == ["url"]
+    assert schemas["HttpExportSubmit"]["required"] == schemas["HttpExportBatchItem"]["required"] == ["kind", "params"]
+
+
+def test_a_backwards_sales_range_is_accepted_and_recorded_forwards(token_client):
+    response = post(token_client, "/report/task/submit",
+                    {"kind": "sales_summary", "params": {"date_from": "2026-03-01", "date_to": "2026-02-01"}})
+    assert response.status_code == 201, response.content
+    task = ReportTask.objects.get(public_id=response.json()["task_id"])
+    assert (task.params["date_from"], task.params["date_to"]) == ("2026-02-01", "2026-03-01")

@@ -67,10 +67,10 @@ def test_reused_key_with_other_params_is_a_409_naming_the_key(token_client):
     assert ReportTask.objects.count() == 1
 
 
-def test_header_and_field_keys_that_differ_are_rejected(token_client):
+def test_header_and_field_keys_that_differ_are_a_409_conflict(token_client):
     response = post(token_client, {"kind": "probe", "idempotency_key": "a"}, **{"Idempotency-Key": "b"})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["field"] == "idempotency_key"
     assert not ReportTask.objects.exists()
 

@@ -214,6 +214,7 @@ def test_output_serves_the_file_of_a_done_task(token_client, media_root):
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"task,attempt\nx,1\n"
     assert 'attachment; filename="report.csv"' in response["Content-Disposition"]
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
 
 
 def test_output_needs_authentication(client, media_root):

@@ -217,3 +217,10 @@ def test_a_kind_map_reads_kind_value_pairs_and_names_a_bad_entry(monkeypatch):
         monkeypatch.setenv("X_KIND_MAP", bad)
         with pytest.raises(ImproperlyConfigured, match=f"X_KIND_MAP must look like .*{re.escape(repr(bad))}"):
             env.env_kind_map("X_KIND_MAP", **options)
+
+
+def test_up_restart_limits_are_read_from_the_environment(tmp_path):
+    defaults = _settings_with({}, tmp_path)
+    assert (defaults["UP_RESTART_LIMIT"], defaults["UP_RESTART_WINDOW"]) == ("5", "60.0")
+    chosen = _settings_with({"UP_RESTART_LIMIT": "2", "UP_RESTART_WINDOW": "300"}, tmp_path)
+    assert (chosen["UP_RESTART_LIMIT"], chosen["UP_RESTART_WINDOW"]) == ("2", "300.0")

@@ -323,7 +323,7 @@ def test_nothing_lost_nothing_done_twice_under_faults(
     # Horses of a killed parent die with it: none may be left running (or writing files).
     wait_until(
         lambda: not any(orphan_horse_alive(pid) for pid in chaos.orphaned_horses),
-        timeout=10,
+        timeout=30,
         message=f"the horses of killed workers to be gone ({chaos.orphaned_horses})",
     )
 

@@ -118,12 +118,14 @@ def test_whole_worker_sigkilled_is_recovered_after_its_heartbeat_lapses(start_wo
 
 @pytest.mark.parametrize("worker_class", [None, "reports.worker.process.SimpleReportWorker"])
 def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast_retries, worker_class):
-    fast_retries.REPORT_HEARTBEAT_SECONDS = 0.25
-    fast_retries.REPORT_LEASE_SECONDS = 1
+    # Six heartbeats to a lease: a loaded machine may delay one or two of them; with a one-second
+    # lease, one stalled second of the worker (or of its database write) would lose the attempt.
+    fast_retries.REPORT_HEARTBEAT_SECONDS = 0.5
+    fast_retries.REPORT_LEASE_SECONDS = 3
     start_worker(worker_class=worker_class)
-    task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
+    task = submit_task(kind="probe", params={"sleep_seconds": 7}).task
 
-    # The reaper runs all along; an attempt three leases long is never taken from a live worker.
+    # The reaper runs all along; an attempt over two leases long is never taken from a live worker.
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="the long attempt to finish")
     assert list(ReportTask.objects.get(pk=task.pk).attempts.values_list("number", "outcome")) == [
         (1, AttemptOutcome.SUCCEEDED)
@@ -163,7 +165,7 @@ def test_orphaned_work_horse_dies_with_its_worker(start_worker, fast_retries):
 
     worker.kill(signal.SIGKILL)  # the parent only: its horse would run on, but nobody could record it
 
-    wait_until(lambda: not _alive(horse), timeout=10, message="the orphaned horse to die with its worker")
+    wait_until(lambda: not _alive(horse), timeout=30, message="the orphaned horse to die with its worker")
     start_worker()
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)

@@ -78,7 +78,8 @@ def test_a_report_is_stored_per_attempt_and_downloaded_from_the_store(
     api = token_client.get(f"/report/task/{task.public_id}/output")
     assert api.status_code == 200
     assert api["Content-Disposition"] == 'attachment; filename="probe.csv"'
-    body = b"".join(api.streaming_content).decode()
+    assert api["Content-Type"] == "text/csv; charset=utf-8"
+    body = b"".join(api.streaming_content).decode("utf-8-sig")
     assert body.splitlines() == ["task,attempt", f"{task.public_id},2"]
 
     token_client.defaults.pop("HTTP_AUTHORIZATION")
@@ -87,7 +88,8 @@ def test_a_report_is_stored_per_attempt_and_downloaded_from_the_store(
     token_client.force_login(operator)
     console = token_client.get(f"/console/tasks/{task.public_id}/output")
     assert console.status_code == 200
-    assert b"".join(console.streaming_content).decode() == body
+    assert console["Content-Type"] == "text/csv; charset=utf-8"
+    assert b"".join(console.streaming_content).decode("utf-8-sig") == body
 
 
 def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start_worker, short_leases):
@@ -120,9 +122,16 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the late upload")
     finally:
         os.kill(stalled.pid, signal.SIGCONT)
-    # Only the fence can remove it now: attempt 2 (3 s) is far from done when this must hold.
-    wait_until(lambda: outputs_of(task) == [], timeout=2, interval=0.02, message="the late upload to be deleted")
-    assert "late finisher fenced" in stalled.output()
+    wait_until(lambda: "late finisher fenced" in stalled.output(), message="the late result to be fenced")
+
+    def late_upload_gone():
+        status = status_of(task.pk)  # read first: attempt 2 finishing later cannot be credited here
+        return status if "attempt-1/probe.csv" not in outputs_of(task) else None
+
+    # The fence removes it; attempt 2 (3 s of sleep on the same worker, after the fence) would too,
+    # as it finishes: the status read before the upload was seen gone says which one did.
+    status_when_gone = wait_until(late_upload_gone, interval=0.02, message="the late upload to be deleted")
+    assert status_when_gone != TaskStatus.DONE, "the fence, not attempt 2's clean-up, removes the late upload"
     wait_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="attempt 2 to finish")
     done = ReportTask.objects.get(pk=task.pk)
     assert list(done.attempts.values_list("number", "outcome")) == [
@@ -148,6 +157,4 @@ def test_a_killed_horse_leaves_no_scratch_directory(start_worker, fast_retries, 
         lambda: running.attempts.filter(number=1, outcome=AttemptOutcome.ABANDONED).exists(),
         message="the killed horse to be recorded",
     )
-    wait_until(
-        lambda: not list(scratch.glob(f"report-{task.public_id}-1-*")), timeout=5, message="its scratch to go"
-    )
+    wait_until(lambda: not list(scratch.glob(f"report-{task.public_id}-1-*")), message="its scratch to go")

@@ -1,25 +1,51 @@
 import os
+import re
 import secrets
-import signal
-import subprocess
 import sys
-import threading
-import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.core.management.commands.runserver import naiveip_re
 
 from config.embedded_redis import RedisServer
 from config.secret_files import write_private_once
+from config.supervisor import Child, Supervisor
+
+DEMO_SOURCE_PATH = "/report/demo/orders.json"
+# Hosts that listen everywhere: the links and the demo fetch use loopback instead.
+WILDCARD_HOSTS = {"0.0.0.0", "[::]", "::"}
+
+
+def derived_addresses(addr: str, environ: dict[str, str], *, demo_setup: bool) -> dict[str, str]:
+    """The settings whose default follows the web address: the console links in alerts, and in
+    the demo setup http_export's default source and its allowlist. A value set (non-blank) in the
+    environment wins over the derived one."""
+    host_port = local_host_port(addr)
+    derived = {"CONSOLE_BASE_URL": f"http://{host_port}"}
+    if demo_setup:
+        derived["HTTP_EXPORT_URL"] = f"http://{host_port}{DEMO_SOURCE_PATH}"
+        derived["HTTP_EXPORT_ALLOWED_HOSTS"] = host_port
+    return {name: value for name, value in derived.items() if not (environ.get(name) or "").strip()}
+
+
+def local_host_port(addr: str) -> str:
+    """runserver's ADDR as host:port reachable from this machine (a wildcard becomes loopback)."""
+    match = re.match(naiveip_re, addr)
+    if not match:
+        raise CommandError(f"--addr {addr!r} is not a port or address:port")
+    host = match["addr"] or "127.0.0.1"
+    if host in WILDCARD_HOSTS:
+        host = "[::1]" if host.startswith("[") else "127.0.0.1"
+    return f"{host}:{match['port']}"
 
 
 class Command(BaseCommand):
     help = (
         "Start the whole system in the foreground: an embedded redis-server (unless REDIS_URL is set), "
         "migrations, an admin login, demo data, the web server, RQ workers with the scheduler, the reaper "
-        "and the alert sender. Ctrl-C stops everything."
+        "and the alert sender. A child that exits is restarted; Ctrl-C stops everything."
     )
 
     def add_arguments(self, parser):
@@ -38,6 +64,9 @@ class Command(BaseCommand):
     def handle(self, *args, addr, workers, worker_class, no_seed, **options):
         redis_server = None
         env = dict(os.environ)
+        host_port = local_host_port(addr)
+        derived = derived_addresses(addr, env, demo_setup=settings.DEMO_SETUP)
+        env.update(derived)
         if not os.environ.get("REDIS_URL"):
             redis_server = RedisServer(
                 settings.VAR_DIR / "redis", unix_socket=settings.EMBEDDED_REDIS_SOCKET
@@ -51,23 +80,45 @@ class Command(BaseCommand):
                 self.stdout.write("demo data: ", ending="")
                 call_command("seed_demo_data", rows=10_000, stdout=self.stdout)
             manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-            commands = {"web": manage + ["runserver", addr, "--noreload"]}
+            children = [Child("web", lambda _start: manage + ["runserver", addr, "--noreload"])]
             for n in range(1, workers + 1):
-                commands[f"worker{n}"] = manage + [
-                    "rqworker",
-                    *settings.REPORT_QUEUES,
-                    "--with-scheduler",
-                    "--name",
-                    f"{os.uname().nodename}-{os.getpid()}-{n}",
-                    *(["--worker-class", worker_class] if worker_class else []),
-                ]
-            commands["reaper"] = manage + ["reap_tasks", "--loop"]
-            commands.update(self.extra_processes(manage))
-            self.stdout.write(self.style.SUCCESS(self.console_line(addr, password)))
-            self._supervise(commands, env)
+                children.append(Child(f"worker{n}", self._worker_argv(manage, n, worker_class)))
+            children.append(Child("reaper", lambda _start: manage + ["reap_tasks", "--loop"]))
+            for name, argv in self.extra_processes(manage).items():
+                children.append(Child(name, lambda _start, argv=argv: argv))
+            for name in ("CONSOLE_BASE_URL", "HTTP_EXPORT_URL", "HTTP_EXPORT_ALLOWED_HOSTS"):
+                if name in env or name in derived:
+                    origin = "from --addr" if name in derived else "from the environment"
+                    self.stdout.write(f"{name}={env.get(name, '')}  ({origin})")
+            self.stdout.write(self.style.SUCCESS(self.console_line(host_port, password)))
+            exit_code = Supervisor(
+                children,
+                env,
+                restart_limit=settings.UP_RESTART_LIMIT,
+                restart_window=settings.UP_RESTART_WINDOW,
+            ).run()
+            if exit_code:
+                raise SystemExit(exit_code)
         finally:
             if redis_server:
                 redis_server.stop()
+
+    @staticmethod
+    def _worker_argv(manage: list[str], n: int, worker_class: str | None):
+        def argv(start: int) -> list[str]:
+            # A restarted worker takes a new name: the killed one's stays registered in Redis
+            # until its key expires, and RQ refuses a second live worker of one name.
+            name = f"{os.uname().nodename}-{os.getpid()}-{n}" + (f"-r{start}" if start else "")
+            return manage + [
+                "rqworker",
+                *settings.REPORT_QUEUES,
+                "--with-scheduler",
+                "--name",
+                name,
+                *(["--worker-class", worker_class] if worker_class else []),
+            ]
+
+        return argv
 
     def extra_processes(self, manage):
         """Further long-running duties of installed apps (the alert sender) as name -> argv."""
@@ -92,50 +143,3 @@ class Command(BaseCommand):
         password_file.unlink(missing_ok=True)  # left by an earlier database; this one's admin is new
         write_private_once(password_file, password)
         return password
-
-    def _supervise(self, commands: dict[str, list[str]], env: dict[str, str]) -> None:
-        processes: dict[str, subprocess.Popen] = {}
-        width = max(map(len, commands))
-        lock = threading.Lock()
-
-        def pump(name, stream):
-            for line in iter(stream.readline, ""):
-                with lock:
-                    sys.stdout.write(f"{name:<{width}} | {line}")
-                    sys.stdout.flush()
-
-        for name, argv in commands.items():
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-            processes[name] = proc
-            threading.Thread(target=pump, args=(name, proc.stdout), daemon=True).start()
-
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        exit_code = 0
-        while not stop.is_set():
-            for name, proc in processes.items():
-                if proc.poll() is not None:
-                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything")
-                    exit_code = 1
-                    stop.set()
-                    break
-            stop.wait(0.5)
-        for proc in processes.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for proc in processes.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        if exit_code:
-            raise SystemExit(exit_code)

@@ -37,11 +37,12 @@ def test_semaphore_takes_renews_and_frees_slots(settings, redis_conn):
     assert not concurrency.acquire(kind="probe", task_id=3, attempt=1, lease_seconds=60)
     assert concurrency.acquire(kind="probe", task_id=1, attempt=1, lease_seconds=60)  # renewal
     concurrency.release(kind="probe", task_id=2, attempt=1)
-    assert concurrency.acquire(kind="probe", task_id=3, attempt=1, lease_seconds=0.2)
+    # Long enough that a stalled test process cannot see it lapse between the next two lines.
+    assert concurrency.acquire(kind="probe", task_id=3, attempt=1, lease_seconds=2)
     assert not concurrency.acquire(kind="probe", task_id=4, attempt=1, lease_seconds=60)
     wait_until(
         lambda: concurrency.acquire(kind="probe", task_id=4, attempt=1, lease_seconds=60),
-        timeout=10,
+        timeout=30,
         message="the short lease to expire and free its slot",
     )
     assert concurrency.acquire(kind="sales_summary", task_id=5, attempt=1, lease_seconds=1)  # no cap
