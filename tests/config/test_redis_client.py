@@ -3,6 +3,7 @@
 import logging
 import signal
 import threading
+import time
 
 import pytest
 import redis
@@ -137,7 +138,7 @@ def test_a_sentinel_connection_interrupted_mid_read_is_not_reused(tmp_path):
             client.blpop(["rq:queue:nothing-ever"], timeout=20)
         started = time.monotonic()
         assert client.ping() is True
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 10  # the pop it would wait out takes 20 s
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
