@@ -38,7 +38,7 @@ def gunicorn(subprocess_env, tmp_path):
                 raise AssertionError(f"gunicorn exited: {log.read_text()[-3000:]}")
             try:
                 return requests.get(f"{base}/healthz", timeout=2).status_code == 200
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # a worker still booting on a busy machine
                 return False
 
         wait_until(answers, timeout=60, interval=0.2, message="gunicorn to answer /healthz")
