@@ -334,7 +334,7 @@ def test_a_task_left_on_the_default_source_keeps_no_copy_of_its_url(export, sour
     params = export.kind.validate({"records_path": "data.items"})
     assert params == {"format": "csv", "records_path": "data.items"}
     path = export.kind.generate(params, export.ctx)
-    assert path.read_text().splitlines()[0] == "id,note,amount"
+    assert path.read_text(encoding="utf-8-sig").splitlines()[0] == "id,note,amount"
     assert source.hosts_seen == [f"127.0.0.1:{source.server_port}"]
 
 
