@@ -342,7 +342,7 @@ def test_the_default_source_is_resolved_when_the_report_runs(export, settings, s
     params = export.kind.validate({})
     settings.HTTP_EXPORT_URL = f"{source.origin}/payload"
     source.payload = json.dumps([{"moved": 1}]).encode()
-    assert export.kind.generate(params, export.ctx).read_text().splitlines() == ["moved", "1"]
+    assert export.kind.generate(params, export.ctx).read_text(encoding="utf-8-sig").splitlines() == ["moved", "1"]
 
 
 def test_a_refused_default_source_is_named_but_never_shown(export, settings, source, default_source, caplog):
@@ -452,4 +452,4 @@ def test_an_answer_is_streamed_not_loaded_whole(export, source, monkeypatch):
     monkeypatch.setattr(json, "loads", None)
     source.payload = json.dumps({"data": {"items": ORDERS * 1000}, "meta": {"lists": [[1], [2]]}}).encode()
     path = export(f"{source.origin}/payload")
-    assert len(path.read_text().splitlines()) == 1 + 2000
+    assert len(path.read_text(encoding="utf-8-sig").splitlines()) == 1 + 2000
