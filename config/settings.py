@@ -11,7 +11,17 @@ from pathlib import Path
 import dj_database_url
 
 from config import redis_client
-from config.env import env_bool, env_float, env_float_list, env_int, env_kind_map, env_list, env_rate, env_str
+from config.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_float_list,
+    env_int,
+    env_kind_map,
+    env_list,
+    env_rate,
+    env_str,
+)
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -49,9 +59,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page's language: the operator's stored choice (console.language, after authentication),
+    # else the language cookie the header switch sets, else the browser's Accept-Language.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.language.OperatorLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -93,6 +107,7 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
+                "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
             ],
         },
@@ -287,7 +302,13 @@ def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
 
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
 
-LANGUAGE_CODE = "en-us"
+# English and Simplified Chinese; LANGUAGE_CODE serves browsers asking for neither, the API and commands.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LANGUAGE_CODE = env_choice("LANGUAGE_CODE", "en", choices=[code for code, _ in LANGUAGES])
+LOCALE_PATHS = [BASE_DIR / "locale"]
+# A year: the switch's choice outlives the session; a signed-in operator's choice is also stored.
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -323,6 +344,8 @@ DINGTALK_CONFIG_ERROR_PAUSE_SECONDS = env_int("DINGTALK_CONFIG_ERROR_PAUSE_SECON
 DINGTALK_WRAP_LINKS = env_bool("DINGTALK_WRAP_LINKS", False)
 DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1)
 ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
+# The language of the DingTalk alerts' text (one language per message), whoever reads the console.
+ALERT_LANGUAGE = env_choice("ALERT_LANGUAGE", "zh-hans", choices=[code for code, _ in LANGUAGES])
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
