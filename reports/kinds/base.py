@@ -9,6 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext_noop
 from openpyxl import Workbook
 
 from reports.errors import InvalidParams
@@ -34,7 +35,14 @@ class InvalidParamsList(InvalidParams):
 
 
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-TYPE_LABELS = {"string": "text", "integer": "integer", "number": "number", "boolean": "true/false", "date": "date"}
+# Marked for translation; the console shows them in the page's language.
+TYPE_LABELS = {
+    "string": gettext_noop("text"),
+    "integer": gettext_noop("integer"),
+    "number": gettext_noop("number"),
+    "boolean": gettext_noop("true/false"),
+    "date": gettext_noop("date"),
+}
 
 
 @dataclass(frozen=True)

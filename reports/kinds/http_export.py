@@ -5,6 +5,7 @@ every fetch (a replay runs under today's allowlist, not the one the task was sub
 import json
 
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from reports import outbound
 from reports.errors import InvalidParams, PermanentError
@@ -13,7 +14,7 @@ from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unk
 
 class HttpExport(ReportKind):
     name = "http_export"
-    title = "HTTP JSON export"
+    title = gettext_noop("HTTP JSON export")
     default_priority = "low"
     # The declaration the console and the OpenAPI document show; validate() below is this kind's own.
     params = (
@@ -22,19 +23,19 @@ class HttpExport(ReportKind):
             "string",
             default=lambda: settings.HTTP_EXPORT_URL or None,
             max_length=2000,
-            description=(
+            description=gettext_noop(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS, "
                 "public addresses unless the allowlist names the address (others: 422)"
             ),
             schema_extra=lambda: {"format": "uri"},
         ),
-        Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"), description=gettext_noop("file format")),
         Param(
             "records_path",
             "string",
             default="",
             max_length=200,
-            description=(
+            description=gettext_noop(
                 "dotted path to the list of records in the answer (e.g. data.items); empty: the answer "
                 "itself, or the one list of objects it holds"
             ),
