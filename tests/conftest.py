@@ -395,7 +395,7 @@ def browser_login(page, username="operator", password="operator-pass-1", next_pa
     page.goto(f"/console/login/?next={next_path}")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
 
 
 # --- JSON API ------------------------------------------------------------------
