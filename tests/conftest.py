@@ -70,6 +70,17 @@ def redis_conn(redis_server):
 
 
 @pytest.fixture(autouse=True)
+def default_language():
+    """Every test starts in LANGUAGE_CODE: a request in Chinese (LocaleMiddleware activates the
+    language for the thread) must not leave the next test's output in Chinese."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def live_console_aggregates(settings):
     """Tests see every change at once; the caching itself has its own test."""
     from django.core.cache import cache

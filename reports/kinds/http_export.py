@@ -5,7 +5,7 @@ every fetch (a replay runs under today's allowlist, not the one the task was sub
 import json
 
 from django.conf import settings
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 
 from reports import outbound
 from reports.errors import InvalidParams, PermanentError
@@ -45,14 +45,14 @@ class HttpExport(ReportKind):
         reject_unknown(params, {"url", "format", "records_path"})
         url = params.get("url", settings.HTTP_EXPORT_URL)
         if not isinstance(url, str) or len(url) > 2000:
-            raise InvalidParams("url", "must be a URL string")
+            raise InvalidParams("url", gettext("must be a URL string"))
         if not url:
-            raise InvalidParams("url", "is required (no default source, HTTP_EXPORT_URL, is configured)")
+            raise InvalidParams("url", gettext("is required (no default source, HTTP_EXPORT_URL, is configured)"))
         # A name that does not resolve during the submit is checked again before the fetch.
         checked = self._check(url, must_resolve=False)
         records_path = params.get("records_path", "")
         if not isinstance(records_path, str) or len(records_path) > 200:
-            raise InvalidParams("records_path", "must be a dotted path string")
+            raise InvalidParams("records_path", gettext("must be a dotted path string"))
         return {
             "url": checked.target.url,
             "format": choice(params, "format", ("csv", "xlsx"), "csv"),

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.db.models import BigIntegerField, Count, F, Sum
 from django.db.models.functions import Cast, Round, TruncMonth
 from django.utils import timezone
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 
 from reports.kinds.base import Param, ReportKind, RunContext, write_table
 
@@ -27,7 +27,7 @@ class SalesSummary(ReportKind):
 
     def check(self, cleaned):
         if cleaned.get("date_from") and cleaned.get("date_to") and cleaned["date_from"] > cleaned["date_to"]:
-            return [("date_to", "must not be before date_from")]
+            return [("date_to", gettext("must not be before date_from"))]
         return []
 
     def generate(self, params, ctx: RunContext):

@@ -114,8 +114,13 @@ def test_dates_and_durations_follow_the_language(client, operator):
     assert "6\xa0日、23\xa0小时后" in chinese and "in 6\xa0days, 23\xa0hours" in english
 
 
-def test_the_json_api_answers_the_same_whatever_the_browser_language(token_client):
-    plain = token_client.get("/report/task/dead-letters?kind=no%20such")
-    chinese = token_client.get("/report/task/dead-letters?kind=no%20such", HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert plain.status_code == chinese.status_code == 400
-    assert chinese.content == plain.content and b"must be a report kind" in plain.content
+def test_a_json_api_client_gets_english_unless_it_asks_for_chinese(token_client):
+    """Field names never change; the words of a report kind's validation follow Accept-Language."""
+    body = '{"kind": "probe", "params": {"unknown_param": 1}}'
+    plain = token_client.post("/report/task/submit", body, content_type="application/json")
+    chinese = token_client.post(
+        "/report/task/submit", body, content_type="application/json", HTTP_ACCEPT_LANGUAGE="zh-CN"
+    )
+    assert plain.status_code == chinese.status_code == 422
+    assert plain.json() == {"error": "unknown parameter", "field": "unknown_param"}
+    assert chinese.json() == {"error": "未知参数", "field": "unknown_param"}
