@@ -99,6 +99,5 @@ def set_language(request):
     if request.user.is_authenticated:
         store_language(request.user, language)
     request.session[SESSION_LANGUAGE_KEY] = language
-    translation.activate(language)
     _set_cookie(response, language)
     return response
