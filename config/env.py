@@ -68,6 +68,17 @@ def env_float_list(name: str, default: str) -> tuple[float, ...]:
     return values
 
 
+def env_choice(name: str, default: str, *, choices: list[str]) -> str:
+    """One of `choices`, compared without case ("zh-Hans" reads as "zh-hans")."""
+    raw = _raw(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
 def env_list(name: str, default: str) -> list[str]:
     raw = _raw(name) or default
     return [part.strip() for part in raw.split(",") if part.strip()]

@@ -13,6 +13,7 @@ import dj_database_url
 from config import redis_client
 from config.env import (
     env_bool,
+    env_choice,
     env_float,
     env_float_list,
     env_int,
@@ -59,10 +60,14 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page's language: the operator's stored choice (console.language, after authentication),
+    # else the language cookie the header switch sets, else the browser's Accept-Language.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "config.session_timeout.SessionTimeoutMiddleware",
+    "console.language.OperatorLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -104,6 +109,7 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
+                "django.template.context_processors.i18n",
                 "django.contrib.messages.context_processors.messages",
             ],
         },
@@ -316,7 +322,13 @@ def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
 
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
 
-LANGUAGE_CODE = "en-us"
+# English and Simplified Chinese; LANGUAGE_CODE serves browsers asking for neither, the API and commands.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LANGUAGE_CODE = env_choice("LANGUAGE_CODE", "en", choices=[code for code, _ in LANGUAGES])
+LOCALE_PATHS = [BASE_DIR / "locale"]
+# A year: the switch's choice outlives the session; a signed-in operator's choice is also stored.
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -352,6 +364,8 @@ DINGTALK_CONFIG_ERROR_PAUSE_SECONDS = env_int("DINGTALK_CONFIG_ERROR_PAUSE_SECON
 DINGTALK_WRAP_LINKS = env_bool("DINGTALK_WRAP_LINKS", False)
 DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1)
 ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
+# The language of the DingTalk alerts' text (one language per message), whoever reads the console.
+ALERT_LANGUAGE = env_choice("ALERT_LANGUAGE", "zh-hans", choices=[code for code, _ in LANGUAGES])
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

@@ -3,17 +3,19 @@
 import json
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from deadletters.audit import REASON_MAX
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(label=_("Reason"), required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class ReplayEditForm(ReasonForm):
     params = forms.CharField(
-        label="Params (JSON object)",
+        label=_("Params (JSON object)"),
         max_length=1024 * 1024,
         widget=forms.Textarea(attrs={"rows": 14, "class": "mono", "spellcheck": "false"}),
     )
@@ -23,9 +25,9 @@ class ReplayEditForm(ReasonForm):
         try:
             value = json.loads(raw)
         except ValueError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+            raise forms.ValidationError(gettext("Not valid JSON: %(error)s") % {"error": exc}) from None
         except RecursionError:
-            raise forms.ValidationError("Not valid JSON: nested too deeply.") from None
+            raise forms.ValidationError(_("Not valid JSON: nested too deeply.")) from None
         if not isinstance(value, dict):
-            raise forms.ValidationError("Must be a JSON object ({...}).")
+            raise forms.ValidationError(_("Must be a JSON object ({...})."))
         return value

@@ -2,12 +2,15 @@
 
 from django.urls import path
 
+from console import language
 from console.views import audit, batches, bulk, dashboard, dead_letters, kinds, letter_actions, tasks
 
 app_name = "console"
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    # The header's language switch: open to anyone (the login page has it too), POST only.
+    path("language/", language.set_language, name="set-language"),
     # Dead letters and the actions on one letter.
     path("dead-letters/", dead_letters.deadletter_list, name="deadletter-list"),
     path("dead-letters/groups/", dead_letters.deadletter_groups, name="deadletter-groups"),

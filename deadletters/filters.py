@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from deadletters.models import DeadLetter, DeadLetterStatus
 from reports.models import ReportTask
@@ -131,9 +132,9 @@ def _parse_date(name: str, value: str) -> date | None:
     try:
         day = date.fromisoformat(value[:10]) if len(value) >= 10 else date.fromisoformat(value)
     except ValueError:
-        raise InvalidFilter(name, f"{value[:40]!r} is not a date (YYYY-MM-DD)") from None
+        raise InvalidFilter(name, _("%(value)r is not a date (YYYY-MM-DD)") % {"value": value[:40]}) from None
     if not (MIN_DATE <= day <= MAX_DATE):
-        raise InvalidFilter(name, f"{value[:40]!r} is out of range")
+        raise InvalidFilter(name, _("%(value)r is out of range") % {"value": value[:40]})
     return day
 
 
@@ -142,28 +143,28 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
     status = _get(querydict, "status") or DEFAULT_STATUS
     if status not in DeadLetterStatus.values and status != ALL_STATUSES:
         choices = ", ".join([*DeadLetterStatus.values, ALL_STATUSES])
-        raise InvalidFilter("status", f"{status[:40]!r} is not one of {choices}")
+        raise InvalidFilter("status", _("%(value)r is not one of %(choices)s") % {"value": status[:40], "choices": choices})
 
     kind = _get(querydict, "kind")
     if kind and not _KIND_RE.match(kind):
-        raise InvalidFilter("kind", f"{kind[:40]!r} is not a report kind")
+        raise InvalidFilter("kind", _("%(value)r is not a report kind") % {"value": kind[:40]})
 
     error_type = _get(querydict, "error_type")
     if len(error_type) > MAX_ERROR_TYPE_LENGTH:
-        raise InvalidFilter("error_type", f"longer than {MAX_ERROR_TYPE_LENGTH} characters")
+        raise InvalidFilter("error_type", _("longer than %(n)d characters") % {"n": MAX_ERROR_TYPE_LENGTH})
 
     fingerprint = _get(querydict, "fingerprint").lower()
     if fingerprint and not _FINGERPRINT_RE.match(fingerprint):
         raise InvalidFilter(
             "fingerprint",
-            f"{fingerprint[:50]!r} is not a fingerprint or the start of one "
-            f"({FINGERPRINT_PREFIX_MIN} to 40 hex characters)",
+            _("%(value)r is not a fingerprint or the start of one (%(n)d to 40 hex characters)")
+            % {"value": fingerprint[:50], "n": FINGERPRINT_PREFIX_MIN},
         )
 
     created_from = _parse_date("created_from", _get(querydict, "created_from"))
     created_to = _parse_date("created_to", _get(querydict, "created_to"))
     if created_from and created_to and created_from > created_to:
-        raise InvalidFilter("created_from", "is after created_to")
+        raise InvalidFilter("created_from", _("is after created_to"))
 
     batch_raw = _get(querydict, "batch")
     batch = None
@@ -171,15 +172,15 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
         try:
             batch = uuid.UUID(batch_raw)
         except ValueError:
-            raise InvalidFilter("batch", f"{batch_raw[:50]!r} is not a batch id") from None
+            raise InvalidFilter("batch", _("%(value)r is not a batch id") % {"value": batch_raw[:50]}) from None
 
     q = _get(querydict, "q")
     if len(q) > MAX_SEARCH_LENGTH:
-        raise InvalidFilter("q", f"search text longer than {MAX_SEARCH_LENGTH} characters")
+        raise InvalidFilter("q", _("search text longer than %(n)d characters") % {"n": MAX_SEARCH_LENGTH})
 
     sort = _get(querydict, "sort") or "newest"
     if sort not in SORTS:
-        raise InvalidFilter("sort", f"{sort[:40]!r} is not one of {', '.join(SORTS)}")
+        raise InvalidFilter("sort", _("%(value)r is not one of %(choices)s") % {"value": sort[:40], "choices": ", ".join(SORTS)})
 
     return DeadLetterFilters(
         status=status,

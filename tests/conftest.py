@@ -70,6 +70,17 @@ def redis_conn(redis_server):
 
 
 @pytest.fixture(autouse=True)
+def default_language():
+    """Every test starts in LANGUAGE_CODE: a request in Chinese (LocaleMiddleware activates the
+    language for the thread) must not leave the next test's output in Chinese."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def live_console_aggregates(settings):
     """Tests see every change at once; the caching itself has its own test."""
     from django.core.cache import cache
@@ -399,7 +410,7 @@ def browser_login(page, username="operator", password="operator-pass-1", next_pa
     page.goto(f"/console/login/?next={next_path}")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
 
 
 # --- JSON API ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import uuid
 
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from console.access import AUDIT_VIEW_PERMISSION, console_view
 from console.views.common import pager_context, param, parse_cursor, pretty_json, wants_partial
@@ -38,7 +39,7 @@ def audit(request):
     actor = param(request, "actor", 150)
     action = param(request, "action", 40)
     if action and action not in choices["actions"]:
-        notices.append(f"No audit entries have the action {action!r}: filter ignored.")
+        notices.append(_("No audit entries have the action %(action)r: filter ignored.") % {"action": action})
         action = ""
     cursor = parse_cursor(request, notices)
     page = audit_selectors.audit_page(actor=actor, action=action, cursor=cursor)

@@ -9,11 +9,15 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from console import labels
 from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
 from console.forms import ReasonForm
+from console.refusals import bulk_conflict
 from console.views.common import actor, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.control import (
@@ -47,7 +51,7 @@ def _bulk_request(request):
     """Validate the posted action/scope/ids/filter and check the action's permission."""
     action = request.POST.get("action", "")
     if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
-        raise PermissionDenied(f"You may not {action} dead letters.")
+        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
     filter_qs = request.POST.get("filter_qs", "")
     selection = build_selection(
         action=action,
@@ -60,24 +64,24 @@ def _bulk_request(request):
 
 
 FILTER_WORDS = {
-    "kind": "kind",
-    "error_type": "error",
-    "fingerprint": "cause",
-    "batch": "batch",
-    "created_from": "died from",
-    "created_to": "died until",
-    "q": "search",
+    "kind": pgettext_lazy("bulk scope", "kind"),
+    "error_type": pgettext_lazy("bulk scope", "error"),
+    "fingerprint": pgettext_lazy("bulk scope", "cause"),
+    "batch": pgettext_lazy("bulk scope", "batch"),
+    "created_from": pgettext_lazy("bulk scope", "died from"),
+    "created_to": pgettext_lazy("bulk scope", "died until"),
+    "q": pgettext_lazy("bulk scope", "search"),
 }
 
 
 def _scope_wording(selection) -> dict:
     """What the preview says it will touch, in the same terms as what it will touch: the statuses
     this action applies to, narrowed by the filter's own status, and the filter's other conditions."""
-    eligible = [str(s) for s in ELIGIBLE_STATUSES[selection.action]]
+    eligible = [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action]]
     if selection.filters is None:
         return {"statuses": _or(eligible), "eligible": _or(eligible), "conditions": [], "listed_status": ""}
     listed = selection.filters.status
-    statuses = eligible if listed == "all" else [s for s in eligible if s == listed]
+    statuses = eligible if listed == "all" else [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed]
     params = selection.filters.as_params()
     conditions = [f"{label} {params[name]}" for name, label in FILTER_WORDS.items() if name in params]
     return {
@@ -89,7 +93,9 @@ def _scope_wording(selection) -> dict:
 
 
 def _or(words: list[str]) -> str:
-    return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else "".join(words)
+    if len(words) < 2:
+        return "".join(words)
+    return _("%(some)s or %(last)s") % {"some": _(", ").join(words[:-1]), "last": words[-1]}
 
 
 def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
@@ -120,8 +126,8 @@ def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
 def _bulk_refused(request, exc: InvalidBulkRequest):
     return render_conflict(
         request,
-        title="Bulk action not started",
-        message=f"{exc}.",
+        title=_("Bulk action not started"),
+        message=str(exc) + _("."),
         back_url=_list_url(request.POST.get("filter_qs", "")),
         status=400,
     )
@@ -148,7 +154,7 @@ def bulk_start(request):
     form = ReasonForm(request.POST)
     errors = {}
     if not form.is_valid():
-        errors["reason"] = f"at most {REASON_MAX} characters"
+        errors["reason"] = _("at most %(max)d characters") % {"max": REASON_MAX}
     try:
         rate = validate_rate(request.POST.get("rate_per_second"))
         threshold = validate_threshold(request.POST.get("pause_threshold"))
@@ -167,12 +173,20 @@ def bulk_start(request):
             request_token=request.POST.get("request_token"),
         )
     except ReasonRequired:
-        errors = {"reason": "a reason is required: say why"}
+        errors = {"reason": _("a reason is required: say why")}
         return _render_preview(request, selection, filter_qs, errors=errors, status=400)
     if created:
-        messages.success(request, f"Bulk {bulk.action} of {bulk.total} dead letter(s) started.")
+        messages.success(
+            request,
+            ngettext(
+                "Bulk %(action)s of %(n)d dead letter started.",
+                "Bulk %(action)s of %(n)d dead letters started.",
+                bulk.total,
+            )
+            % {"action": labels.label(bulk.action), "n": bulk.total},
+        )
     else:
-        messages.info(request, "This bulk action was already started (the form was sent twice).")
+        messages.info(request, _("This bulk action was already started (the form was sent twice)."))
     return redirect("console:bulk-detail", public_id=bulk.public_id)
 
 
@@ -217,35 +231,42 @@ def bulk_detail(request, public_id):
     return render(request, "console/bulk_detail.html", context)
 
 
-def _bulk_operator_action(request, public_id, service, done: str):
+_DONE = {
+    "paused": gettext_lazy("Bulk %(action)s paused."),
+    "resumed": gettext_lazy("Bulk %(action)s resumed."),
+    "cancelled": gettext_lazy("Bulk %(action)s cancelled."),
+}
+
+
+def _bulk_operator_action(request, public_id, service, done: str, verb: str):
     bulk = get_object_or_404(BulkAction, public_id=public_id)
     if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(f"You may not {bulk.action} dead letters.")
+        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
     try:
         service(bulk_id=bulk.pk, actor=actor(request), ip_address=client_ip(request))
     except BulkStateConflict as exc:
-        messages.warning(request, f"Nothing done: {exc}.")
+        messages.warning(request, _("Nothing done: %(why)s.") % {"why": bulk_conflict(exc, verb)})
     else:
-        messages.success(request, f"Bulk {bulk.action} {done}.")
+        messages.success(request, _DONE[done] % {"action": labels.label(bulk.action)})
     return redirect("console:bulk-detail", public_id=bulk.public_id)
 
 
 @require_POST
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_pause(request, public_id):
-    return _bulk_operator_action(request, public_id, pause_bulk_action, "paused")
+    return _bulk_operator_action(request, public_id, pause_bulk_action, "paused", "pause")
 
 
 @require_POST
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_resume(request, public_id):
-    return _bulk_operator_action(request, public_id, resume_bulk_action, "resumed")
+    return _bulk_operator_action(request, public_id, resume_bulk_action, "resumed", "resume")
 
 
 @require_POST
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_cancel(request, public_id):
-    return _bulk_operator_action(request, public_id, cancel_bulk_action, "cancelled")
+    return _bulk_operator_action(request, public_id, cancel_bulk_action, "cancelled", "cancel")
 
 
 @require_POST
@@ -254,7 +275,7 @@ def bulk_rate(request, public_id):
     """Change a pending, running or paused bulk's rate (audited); the runner follows within a second."""
     bulk = get_object_or_404(BulkAction, public_id=public_id)
     if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(f"You may not {bulk.action} dead letters.")
+        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
     detail_url = reverse("console:bulk-detail", args=[bulk.public_id])
     try:
         bulk = change_bulk_rate(
@@ -265,10 +286,14 @@ def bulk_rate(request, public_id):
         )
     except InvalidBulkRequest as exc:
         return render_conflict(
-            request, title="Rate not changed", message=f"{exc}.", back_url=detail_url, status=400
+            request, title=_("Rate not changed"), message=str(exc) + _("."), back_url=detail_url, status=400
         )
     except BulkStateConflict as exc:
-        messages.warning(request, f"Nothing done: {exc}.")
+        messages.warning(request, _("Nothing done: %(why)s.") % {"why": bulk_conflict(exc, "rate")})
     else:
-        messages.success(request, f"Bulk {bulk.action} now runs at {bulk.rate_per_second:g} per second.")
+        messages.success(
+            request,
+            _("Bulk %(action)s now runs at %(rate)s per second.")
+            % {"action": labels.label(bulk.action), "rate": f"{bulk.rate_per_second:g}"},
+        )
     return redirect(detail_url)

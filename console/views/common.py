@@ -4,6 +4,7 @@ import json
 from urllib.parse import urlencode
 
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from config.keyset import Cursor, InvalidCursor
 
@@ -25,7 +26,7 @@ def parse_cursor(request, notices: list[str]) -> Cursor | None:
     try:
         return Cursor.decode(raw)
     except InvalidCursor:
-        notices.append("The page link was not valid (cursor ignored): showing the first page.")
+        notices.append(_("The page link was not valid (cursor ignored): showing the first page."))
         return None
 
 

@@ -32,11 +32,12 @@ def _chart(buckets, *, width: int = 720, height: int = 120, label_every: int = 6
                 "height": h,
                 "count": bucket.count,
                 "start": local,
-                "label": local.strftime("%H:%M") if n <= 48 else local.strftime("%a %H:%M"),
                 "tick": i % label_every == 0,
             }
         )
     return {
+        # The template formats the ticks, in the page's language (the chart is cached across pages).
+        "label_format": "H:i" if n <= 48 else "D H:i",
         "bars": bars,
         "peak": peak,
         "total": sum(b.count for b in buckets),

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 from django_htmx.http import HttpResponseStopPolling, push_url
 
 from config.keyset import Cursor, InvalidCursor
@@ -34,13 +35,13 @@ def _filter_error_status(request) -> int:
 
 
 FILTER_LABELS = {
-    "kind": "kind",
-    "error_type": "error",
-    "fingerprint": "cause",
-    "created_from": "from",
-    "created_to": "to",
-    "batch": "batch",
-    "q": "search",
+    "kind": pgettext_lazy("filter chip", "kind"),
+    "error_type": pgettext_lazy("filter chip", "error"),
+    "fingerprint": pgettext_lazy("filter chip", "cause"),
+    "created_from": pgettext_lazy("filter chip", "from"),
+    "created_to": pgettext_lazy("filter chip", "to"),
+    "batch": pgettext_lazy("filter chip", "batch"),
+    "q": pgettext_lazy("filter chip", "search"),
 }
 
 

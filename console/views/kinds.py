@@ -6,6 +6,8 @@ from django.contrib import messages
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_view
@@ -32,7 +34,7 @@ def kind_list(request, *, error: str = "", status: int = 200):
     rows = [
         {
             "name": name,
-            "title": kind.title,
+            "title": _(kind.title),
             "priority": settings.REPORT_KIND_PRIORITIES.get(name, kind.default_priority),
             "cap": concurrency.limit_for(name),
             "waiting": waiting.get(name, 0),
@@ -53,7 +55,7 @@ def kind_list(request, *, error: str = "", status: int = 200):
 def kind_pause(request, kind):
     reason = request.POST.get("reason", "").strip()
     if len(reason) > REASON_MAX:
-        return kind_list(request, error=f"The reason may have at most {REASON_MAX} characters.", status=400)
+        return kind_list(request, error=_("The reason may have at most %(max)d characters.") % {"max": REASON_MAX}, status=400)
     try:
         row, created = pause_kind(
             kind=kind, actor=actor(request), reason=reason, ip_address=client_ip(request)
@@ -61,9 +63,12 @@ def kind_pause(request, kind):
     except InvalidParams:
         raise Http404("no such report kind") from None
     if created:
-        messages.success(request, f"{kind} paused: its tasks wait (no attempts used) until you resume it.")
+        messages.success(request, _("%(kind)s paused: its tasks wait (no attempts used) until you resume it.") % {"kind": kind})
     else:
-        messages.info(request, f"{kind} was already paused by {row.paused_by or 'someone'}.")
+        messages.info(
+            request,
+            _("%(kind)s was already paused by %(who)s.") % {"kind": kind, "who": row.paused_by or _("someone")},
+        )
     return redirect("console:kind-list")
 
 
@@ -75,7 +80,13 @@ def kind_resume(request, kind):
     except InvalidParams:
         raise Http404("no such report kind") from None
     except KindNotPaused:
-        messages.info(request, f"{kind} is not paused (already resumed?).")
+        messages.info(request, _("%(kind)s is not paused (already resumed?).") % {"kind": kind})
         return redirect("console:kind-list")
-    messages.success(request, f"{kind} resumed; {waiting} waiting task(s) enqueued.")
+    messages.success(
+        request,
+        ngettext(
+            "%(kind)s resumed; %(n)d waiting task enqueued.", "%(kind)s resumed; %(n)d waiting tasks enqueued.", waiting
+        )
+        % {"kind": kind, "n": waiting},
+    )
     return redirect("console:kind-list")

@@ -9,10 +9,14 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from console.access import ARCHIVE_PERMISSION, REPLAY_EDIT_PERMISSION, REPLAY_PERMISSION, console_view
 from console.forms import ReasonForm, ReplayEditForm
+from console.kind_params import param_rows
+from console.refusals import letter_conflict, replay_refusal
 from console.views.common import actor, pretty_json, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.models import DeadLetter
@@ -35,16 +39,17 @@ def _detail_url(letter_id: int) -> str:
 
 def _replay_refused(request, letter: DeadLetter, exc: TaskNotReplayable):
     details = replay_conflict_details(exc)
+    message = replay_refusal(exc)
     if exc.replayed_by and exc.replayed_by == actor(request) and request.method == "POST":
         # The same operator's second submit (double click, browser retry): one replay happened.
-        messages.info(request, f"Dead letter {letter.pk}: {details['message']}")
+        messages.info(request, _("Dead letter %(id)s: %(message)s") % {"id": letter.pk, "message": message})
         return redirect(_detail_url(letter.pk))
     # When the replay died again, the operator's next stop is the new dead letter, not this one.
     died_again = newer_dead_letters_of_task(letter.task_id, after_id=letter.pk)
     return render_conflict(
         request,
-        title="Not replayed",
-        message=details["message"],
+        title=_("Not replayed"),
+        message=message,
         letter=letter,
         task=details["task"],
         died_again=died_again,
@@ -65,8 +70,8 @@ def _edit_context(letter: DeadLetter, form) -> dict:
         "letter": letter,
         "form": form,
         "params_json": pretty_json(letter.params),
-        "kind_params": kind.params if kind else (),
-        "kind_title": kind.title if kind else "",
+        "kind_params": param_rows(kind) if kind else (),
+        "kind_title": _(kind.title) if kind else "",
     }
 
 
@@ -87,7 +92,7 @@ def _replay(request, letter: DeadLetter, form, **changes) -> ReportTask | HttpRe
     except TaskNotReplayable as exc:
         return _replay_refused(request, letter, exc)
     except ReasonRequired:
-        form.add_error("reason", "Say why: a reason is required for every replay here.")
+        form.add_error("reason", _("Say why: a reason is required for every replay here."))
     except InvalidParams as exc:
         for field, message in getattr(exc, "errors", [(exc.field, exc.message)]):
             form.add_error("params", f"{field}: {message}")
@@ -105,7 +110,11 @@ def replay(request, letter_id: int):
         if isinstance(outcome, HttpResponse):
             return outcome
         if outcome is not None:
-            messages.success(request, f"Dead letter {letter.pk} replayed: task {outcome.public_id} is queued again.")
+            messages.success(
+                request,
+                _("Dead letter %(id)s replayed: task %(task)s is queued again.")
+                % {"id": letter.pk, "task": outcome.public_id},
+            )
             return redirect(_detail_url(letter.pk))
     elif not _is_replayable(letter):
         return _replay_refused(request, letter, _not_replayable_exc(letter))
@@ -139,11 +148,25 @@ def replay_edit(request, letter_id: int):
         if outcome is not None:
             messages.success(
                 request,
-                f"Dead letter {letter.pk} replayed with edited params: task {outcome.public_id} is queued again.",
+                _("Dead letter %(id)s replayed with edited params: task %(task)s is queued again.")
+                % {"id": letter.pk, "task": outcome.public_id},
             )
             return redirect(_detail_url(letter.pk))
     # Refused input: the form again with every error, as a 400 (nothing was changed).
     return render(request, "console/replay_edit.html", _edit_context(letter, form), status=400)
+
+
+# Per action: the page title when nothing was done, and the message when it was.
+_NOT_DONE = {
+    "archived": pgettext_lazy("page title", "Not archived"),
+    "discarded": pgettext_lazy("page title", "Not discarded"),
+    "restored": pgettext_lazy("page title", "Not restored"),
+}
+_DONE = {
+    "archived": gettext_lazy("Dead letter %(id)s archived."),
+    "discarded": gettext_lazy("Dead letter %(id)s discarded."),
+    "restored": gettext_lazy("Dead letter %(id)s restored."),
+}
 
 
 def _state_change(request, letter_id: int, action: str, done: str):
@@ -152,8 +175,8 @@ def _state_change(request, letter_id: int, action: str, done: str):
     if not form.is_valid():
         return render_conflict(
             request,
-            title=f"Not {done}",
-            message=f"The reason is too long (at most {REASON_MAX} characters).",
+            title=_NOT_DONE[done],
+            message=_("The reason is too long (at most %(max)d characters).") % {"max": REASON_MAX},
             back_url=_detail_url(letter.pk),
             status=400,
         )
@@ -170,16 +193,16 @@ def _state_change(request, letter_id: int, action: str, done: str):
     except ReasonRequired:
         return render_conflict(
             request,
-            title=f"Not {done}",
-            message="A reason is required: type why in the field next to the button.",
+            title=_NOT_DONE[done],
+            message=_("A reason is required: type why in the field next to the button."),
             back_url=_detail_url(letter.pk),
             status=400,
         )
     except DeadLetterConflict as exc:
         return render_conflict(
-            request, title=f"Not {done}", message=str(exc).capitalize() + ".", letter=exc.letter
+            request, title=_NOT_DONE[done], message=letter_conflict(exc), letter=exc.letter
         )
-    messages.success(request, f"Dead letter {letter.pk} {done}.")
+    messages.success(request, _DONE[done] % {"id": letter.pk})
     return redirect(_detail_url(letter.pk))
 
 

@@ -8,6 +8,7 @@ from django.db.models.functions import Substr
 from django.http import FileResponse, Http404
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 from django_htmx.http import HttpResponseStopPolling
 
 from config.keyset import keyset_page
@@ -55,7 +56,7 @@ def task_list(request):
     notices: list[str] = []
     status = param(request, "status", 40)
     if status and status not in TaskStatus.values:
-        notices.append(f"Unknown status {status[:40]!r}: filter ignored.")
+        notices.append(_("Unknown status %(status)r: filter ignored.") % {"status": status[:40]})
         status = ""
     kind = param(request, "kind", 64)
     batch_raw = param(request, "batch", 100)
@@ -64,7 +65,7 @@ def task_list(request):
         try:
             batch = uuid.UUID(batch_raw)
         except ValueError:
-            notices.append(f"{batch_raw[:50]!r} is not a batch id: filter ignored.")
+            notices.append(_("%(value)r is not a batch id: filter ignored.") % {"value": batch_raw[:50]})
     cursor = parse_cursor(request, notices)
     # The list shows the head of each dead or retrying task's last error (the full text is on its page).
     qs = tasks_matching(status=status, kind=kind, batch_public_id=batch).annotate(

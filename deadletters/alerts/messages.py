@@ -1,4 +1,4 @@
-"""What the operator reads on DingTalk: actionCards (markdown) in Chinese first, with English lines.
+"""What the operator reads on DingTalk: actionCards (markdown) in one language, ALERT_LANGUAGE.
 
 Links are absolute, built by deadletters.links from CONSOLE_BASE_URL. Buttons open pages; the replay button opens the replay
 *confirmation* page, and replaying needs a POST from there: a click never replays by itself.
@@ -10,7 +10,9 @@ from datetime import datetime
 from urllib.parse import quote
 
 from django.conf import settings
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
 from deadletters.alerts.client import RobotConfig
 from deadletters.links import (
@@ -152,48 +154,64 @@ def _envelope(title: str, text: str, buttons: list[tuple[str, str]], robot: Robo
     return {"msgtype": "actionCard", "actionCard": card}
 
 
+def _field(label: str, value) -> str:
+    return f"- **{label}:** {value}"
+
+
+def _alert_language():
+    """Alerts speak ALERT_LANGUAGE, whoever's request or worker renders them."""
+    return translation.override(settings.ALERT_LANGUAGE)
+
+
 def render_dead_letter(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
     dl_id = payload["dead_letter_id"]
     kind = neutral(payload.get("kind", ""), TITLE_MAX)
-    title = f"报表死信告警 Dead letter: {kind}"
-    text = "\n".join(
-        [
-            "### 报表死信告警",
-            "Report task dead letter",
-            "",
-            f"- **任务 Task:** {neutral(payload.get('task_id', ''))}",
-            f"- **报表类型 Kind:** {kind}",
-            f"- **错误类型 Error:** {neutral(payload.get('error_type', ''))}",
-            f"- **错误信息 Message:** {neutral(payload.get('message', ''))}",
-            f"- **尝试次数 Attempts:** {neutral(payload.get('attempts', ''))}",
-            f"- **时间 Time:** {format_time(payload.get('created_at'))}",
-            f"- **死信编号 Dead letter:** #{dl_id}",
+    with _alert_language():
+        title = _("Report dead letter: %(kind)s") % {"kind": kind}
+        text = "\n".join(
+            [
+                "### " + _("Report dead letter"),
+                "",
+                _field(pgettext("alert field", "Task"), neutral(payload.get("task_id", ""))),
+                _field(pgettext("alert field", "Kind"), kind),
+                _field(pgettext("alert field", "Error"), neutral(payload.get("error_type", ""))),
+                _field(pgettext("alert field", "Message"), neutral(payload.get("message", ""))),
+                _field(pgettext("alert field", "Attempts"), neutral(payload.get("attempts", ""))),
+                _field(pgettext("alert field", "Time"), format_time(payload.get("created_at"))),
+                _field(pgettext("alert field", "Dead letter"), f"#{dl_id}"),
+            ]
+        )
+        buttons = [
+            (_("Open dead letter"), link(dead_letter_url(dl_id), robot)),
+            (_("Replay (confirm)"), link(replay_confirm_url(dl_id), robot)),
         ]
-    )
-    buttons = [
-        ("查看死信 Open dead letter", link(dead_letter_url(dl_id), robot)),
-        ("重放确认 Replay (confirm)", link(replay_confirm_url(dl_id), robot)),
-    ]
     return title, _envelope(title, text, buttons, robot)
 
 
 def render_batch_summary(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
     name = neutral(payload.get("name") or payload.get("batch_id", ""), TITLE_MAX)
     dead = int(payload.get("dead", 0))
-    title = f"报表批次完成 Batch finished: {name}" + (f" ({dead} 死信 dead)" if dead else "")
-    text = "\n".join(
-        [
-            "### 报表批次完成",
-            "Report batch finished",
-            "",
-            f"- **批次 Batch:** {name}",
-            f"- **任务总数 Tasks:** {neutral(payload.get('total', '-'))}",
-            f"- **成功 Done:** {neutral(payload.get('done', '-'))}",
-            f"- **死信 Dead:** {dead}",
-            f"- **完成时间 Finished:** {format_time(payload.get('finished_at'))}",
-        ]
-    )
-    buttons = [("查看该批次死信 Open the batch's dead letters", link(batch_url(payload["batch_id"]), robot))]
+    with _alert_language():
+        if dead:
+            title = ngettext(
+                "Report batch finished: %(name)s (%(dead)d dead letter)",
+                "Report batch finished: %(name)s (%(dead)d dead letters)",
+                dead,
+            ) % {"name": name, "dead": dead}
+        else:
+            title = _("Report batch finished: %(name)s") % {"name": name}
+        text = "\n".join(
+            [
+                "### " + _("Report batch finished"),
+                "",
+                _field(pgettext("alert field", "Batch"), name),
+                _field(pgettext("alert field", "Tasks"), neutral(payload.get("total", "-"))),
+                _field(pgettext("alert field", "Done"), neutral(payload.get("done", "-"))),
+                _field(pgettext("alert field", "Dead"), dead),
+                _field(pgettext("alert field", "Finished"), format_time(payload.get("finished_at"))),
+            ]
+        )
+        buttons = [(_("Open the batch's dead letters"), link(batch_url(payload["batch_id"]), robot))]
     return title, _envelope(title, text, buttons, robot)
 
 
@@ -204,44 +222,57 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
     shown, hidden = groups[:max_groups], groups[max_groups:]
     first = min(g["first"] for g in groups)
     last = max(g["last"] for g in groups)
-    title = f"报表死信告警汇总 Dead-letter digest: {total}"
-    lines = [
-        f"### 报表死信告警汇总：共 {total} 条，{len(groups)} 类",
-        f"Dead-letter digest: {total} dead letters in {len(groups)} groups",
-        f"{format_time(first)} → {format_time(last)}",
-        "",
-    ]
-    for group in shown:
-        if group.get("batch_id"):
-            target = link(batch_url(group["batch_id"]), robot)
-            label = f"批次汇总 batch summary {neutral(group.get('name') or group['batch_id'])}"
-        else:
-            target = link(fingerprint_url(group["fingerprint"]), robot)
-            label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
-        lines.append(
-            f"- **{group['count']} ×** {label}: {neutral(group.get('message', ''), 100)}  \n"
-            f"  首次 first {format_time(group['first'])}, 最近 last {format_time(group['last'])} "
-            f"[查看 View]({target})"
-        )
-    if hidden:
-        lines.append(
-            f"- ……及其他 {len(hidden)} 类，共 {sum(g['count'] for g in hidden)} 条 "
-            f"(and {len(hidden)} more groups, {sum(g['count'] for g in hidden)} dead letters)"
-        )
-    buttons = [("打开死信控制台 Open the dead-letter console", link(dead_letter_list_url(), robot))]
+    with _alert_language():
+        title = _("Dead-letter digest: %(total)d") % {"total": total}
+        lines = [
+            "### "
+            + ngettext(
+                "Dead-letter digest: %(total)d dead letters in %(groups)d group",
+                "Dead-letter digest: %(total)d dead letters in %(groups)d groups",
+                len(groups),
+            )
+            % {"total": total, "groups": len(groups)},
+            f"{format_time(first)} → {format_time(last)}",
+            "",
+        ]
+        for group in shown:
+            if group.get("batch_id"):
+                target = link(batch_url(group["batch_id"]), robot)
+                label = _("batch summary %(name)s") % {"name": neutral(group.get("name") or group["batch_id"])}
+            else:
+                target = link(fingerprint_url(group["fingerprint"]), robot)
+                label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
+            view = pgettext("alert field", "View")
+            seen = _("first %(first)s, last %(last)s") % {
+                "first": format_time(group["first"]),
+                "last": format_time(group["last"]),
+            }
+            lines.append(
+                f"- **{group['count']} ×** {label}: {neutral(group.get('message', ''), 100)}  \n"
+                f"  {seen} [{view}]({target})"
+            )
+        if hidden:
+            hidden_total = sum(g["count"] for g in hidden)
+            more = ngettext(
+                "and %(groups)d more group, %(total)d dead letters",
+                "and %(groups)d more groups, %(total)d dead letters",
+                len(hidden),
+            ) % {"groups": len(hidden), "total": hidden_total}
+            lines.append(f"- {more}")
+        buttons = [(_("Open the dead-letter console"), link(dead_letter_list_url(), robot))]
     return title, _envelope(title, "\n".join(lines), buttons, robot)
 
 
 def render_test(robot: RobotConfig, *, now: datetime | None = None) -> tuple[str, dict]:
-    title = "报表告警测试 DingTalk test message"
-    text = "\n".join(
-        [
-            "### 报表告警测试",
-            "Test message from the report console: this robot is set up correctly.",
-            "",
-            f"- **时间 Time:** {format_time(now or timezone.now())}",
-        ]
-    )
-    return title, _envelope(
-        title, text, [("打开控制台 Open the console", link(dead_letter_list_url(), robot))], robot
-    )
+    with _alert_language():
+        title = _("DingTalk test message")
+        text = "\n".join(
+            [
+                "### " + _("DingTalk test message"),
+                _("Test message from the report console: this robot is set up correctly."),
+                "",
+                _field(pgettext("alert field", "Time"), format_time(now or timezone.now())),
+            ]
+        )
+        buttons = [(_("Open the console"), link(dead_letter_list_url(), robot))]
+    return title, _envelope(title, text, buttons, robot)

@@ -9,6 +9,7 @@ import uuid
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from deadletters.audit import REASON_MAX, record_audit, require_reason
 from deadletters.bulk.selection import SCOPE_SELECTED, InvalidBulkRequest, Selection
@@ -38,10 +39,12 @@ def validate_rate(value: object) -> float:
     try:
         rate = float(value)
     except (TypeError, ValueError):
-        raise InvalidBulkRequest("rate_per_second", "must be a number") from None
+        raise InvalidBulkRequest("rate_per_second", _("must be a number")) from None
     if not math.isfinite(rate) or not MIN_RATE <= rate <= settings.BULK_ACTION_MAX_RATE:
         raise InvalidBulkRequest(
-            "rate_per_second", f"must be between {MIN_RATE} and {settings.BULK_ACTION_MAX_RATE} per second"
+            "rate_per_second",
+            _("must be between %(minimum)s and %(maximum)s per second")
+            % {"minimum": MIN_RATE, "maximum": settings.BULK_ACTION_MAX_RATE},
         )
     return rate
 
@@ -52,9 +55,9 @@ def validate_threshold(value: object) -> float:
     try:
         threshold = float(value)
     except (TypeError, ValueError):
-        raise InvalidBulkRequest("pause_threshold", "must be a number between 0 and 1") from None
+        raise InvalidBulkRequest("pause_threshold", _("must be a number between 0 and 1")) from None
     if not math.isfinite(threshold) or not 0 <= threshold <= 1:
-        raise InvalidBulkRequest("pause_threshold", "must be between 0 and 1")
+        raise InvalidBulkRequest("pause_threshold", _("must be between 0 and 1"))
     return threshold
 
 
@@ -230,7 +233,7 @@ def change_bulk_rate(
     and the new rate. A running runner picks it up within a second (deadletters.bulk.throttle).
     Raises InvalidBulkRequest for a bad rate, BulkStateConflict once the bulk has finished."""
     if rate_per_second in (None, ""):
-        raise InvalidBulkRequest("rate_per_second", "must be a number")  # no silent default here
+        raise InvalidBulkRequest("rate_per_second", _("must be a number"))  # no silent default here
     rate = validate_rate(rate_per_second)
     with transaction.atomic():
         bulk = BulkAction.objects.select_for_update().filter(pk=bulk_id).first()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Max, QuerySet
 from django.http import QueryDict
+from django.utils.translation import gettext as _
 
 from config.keyset import MAX_DB_ID
 from deadletters.filters import (
@@ -69,25 +70,26 @@ def build_selection(
 ) -> Selection:
     """Validate what the list form posted. Raises InvalidBulkRequest naming the field."""
     if action not in BulkActionKind.values:
-        raise InvalidBulkRequest("action", f"must be one of {', '.join(BulkActionKind.values)}")
+        raise InvalidBulkRequest("action", _("must be one of %(choices)s") % {"choices": ", ".join(BulkActionKind.values)})
     if scope not in SCOPES:
-        raise InvalidBulkRequest("scope", f"must be one of {', '.join(SCOPES)}")
+        raise InvalidBulkRequest("scope", _("must be one of %(choices)s") % {"choices": ", ".join(SCOPES)})
     current_max = DeadLetter.objects.aggregate(m=Max("pk"))["m"] or 0
     cap = current_max
     if max_id not in (None, ""):
         # The preview's snapshot: start acts on what the operator saw, never on later deaths.
-        cap = min(_positive_id(max_id, "max_id", "must be a dead-letter id"), current_max)
+        cap = min(_positive_id(max_id, "max_id", _("must be a dead-letter id")), current_max)
     if scope == SCOPE_SELECTED:
-        parsed = sorted({_positive_id(i, "ids", "must be dead-letter ids") for i in ids})
+        parsed = sorted({_positive_id(i, "ids", _("must be dead-letter ids")) for i in ids})
         if not parsed:
-            raise InvalidBulkRequest("ids", "select at least one dead letter")
+            raise InvalidBulkRequest("ids", _("select at least one dead letter"))
         if len(parsed) > settings.BULK_SELECTION_MAX:
             raise InvalidBulkRequest(
-                "ids", f"at most {settings.BULK_SELECTION_MAX} at once; use 'everything matching the filter'"
+                "ids",
+                _("at most %(n)d at once; use 'everything matching the filter'") % {"n": settings.BULK_SELECTION_MAX},
             )
         return Selection(action=action, scope=scope, ids=tuple(parsed), max_id=cap)
     if not isinstance(filter_qs, str):
-        raise InvalidBulkRequest("filter_qs", "must be a query string")
+        raise InvalidBulkRequest("filter_qs", _("must be a query string"))
     try:
         filters = parse_dead_letter_filters(QueryDict(filter_qs.lstrip("?")))
     except InvalidFilter as exc:

@@ -9,6 +9,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from openpyxl import Workbook
 from openpyxl.cell import WriteOnlyCell
 from openpyxl.utils.exceptions import IllegalCharacterError
@@ -36,7 +38,14 @@ class InvalidParamsList(InvalidParams):
 
 
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-TYPE_LABELS = {"string": "text", "integer": "integer", "number": "number", "boolean": "true/false", "date": "date"}
+# Marked for translation; the console shows them in the page's language.
+TYPE_LABELS = {
+    "string": gettext_noop("text"),
+    "integer": gettext_noop("integer"),
+    "number": gettext_noop("number"),
+    "boolean": gettext_noop("true/false"),
+    "date": gettext_noop("date"),
+}
 
 
 @dataclass(frozen=True)
@@ -69,28 +78,28 @@ class Param:
         value = params[self.name]
         if self.choices:
             if value not in self.choices:
-                raise InvalidParams(self.name, f"must be one of {', '.join(self.choices)}")
+                raise InvalidParams(self.name, _("must be one of %(choices)s") % {"choices": ", ".join(self.choices)})
             return value
         return getattr(self, f"_clean_{self.type}")(value)
 
     def _clean_string(self, value):
         if not isinstance(value, str):
-            raise InvalidParams(self.name, "must be a string")
+            raise InvalidParams(self.name, _("must be a string"))
         if self.max_length is not None and len(value) > self.max_length:
-            raise InvalidParams(self.name, f"must be at most {self.max_length} characters")
+            raise InvalidParams(self.name, _("must be at most %(n)d characters") % {"n": self.max_length})
         return value
 
     def _clean_date(self, value):
         if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
-            raise InvalidParams(self.name, "must be a date YYYY-MM-DD")
+            raise InvalidParams(self.name, _("must be a date YYYY-MM-DD"))
         try:
             return date.fromisoformat(value).isoformat()
         except ValueError:
-            raise InvalidParams(self.name, "must be a date YYYY-MM-DD") from None
+            raise InvalidParams(self.name, _("must be a date YYYY-MM-DD")) from None
 
     def _clean_boolean(self, value):
         if not isinstance(value, bool):
-            raise InvalidParams(self.name, "must be true or false")
+            raise InvalidParams(self.name, _("must be true or false"))
         return value
 
     def _clean_integer(self, value):
@@ -98,19 +107,22 @@ class Param:
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidParams(self.name, "must be an integer")
+            raise InvalidParams(self.name, _("must be an integer"))
         return self._in_range(value)
 
     def _clean_number(self, value):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidParams(self.name, "must be a number")
+            raise InvalidParams(self.name, _("must be a number"))
         return self._in_range(value)
 
     def _in_range(self, value):
         low = -math.inf if self.minimum is None else self.minimum
         high = math.inf if self.maximum is None else self.maximum
         if not low <= value <= high:
-            raise InvalidParams(self.name, f"must be between {_num(self.minimum)} and {_num(self.maximum)}")
+            raise InvalidParams(
+                self.name,
+                _("must be between %(minimum)s and %(maximum)s") % {"minimum": _num(self.minimum), "maximum": _num(self.maximum)},
+            )
         return value
 
     def json_schema(self) -> dict:
@@ -172,7 +184,7 @@ class ReportKind:
     def validate(self, params: dict[str, Any]) -> dict[str, Any]:
         """Return cleaned params or raise InvalidParams (InvalidParamsList: every bad field at once)."""
         errors: list[tuple[str, str]] = [
-            (name, "unknown parameter") for name in sorted(set(params) - {p.name for p in self.params})
+            (name, _("unknown parameter")) for name in sorted(set(params) - {p.name for p in self.params})
         ]
         cleaned: dict[str, Any] = {}
         for param in self.params:
@@ -209,13 +221,13 @@ class ReportKind:
 def reject_unknown(params: dict[str, Any], allowed: Iterable[str]) -> None:
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise InvalidParams(unknown[0], "unknown parameter")
+        raise InvalidParams(unknown[0], _("unknown parameter"))
 
 
 def choice(params: dict[str, Any], field: str, options: Sequence[str], default: str) -> str:
     value = params.get(field, default)
     if value not in options:
-        raise InvalidParams(field, f"must be one of {', '.join(options)}")
+        raise InvalidParams(field, _("must be one of %(choices)s") % {"choices": ", ".join(options)})
     return value
 
 

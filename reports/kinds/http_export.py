@@ -10,6 +10,7 @@ import json
 import logging
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_noop
 
 import reports.kinds.outbound as outbound
 from reports.errors import InvalidParams
@@ -25,7 +26,7 @@ DEFAULT_SOURCE_REFUSED = (
 
 class HttpExport(ReportKind):
     name = "http_export"
-    title = "HTTP JSON export"
+    title = gettext_noop("HTTP JSON export")
     default_priority = "low"
     # The declaration the console and the OpenAPI document show; validate() below is this kind's own.
     params = (
@@ -33,7 +34,7 @@ class HttpExport(ReportKind):
             "url",
             "string",
             max_length=2000,
-            description=(
+            description=gettext_noop(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
                 "pattern lists them), public addresses unless the allowlist names the address (others: "
                 "422). Left out: the default source the operators configured (HTTP_EXPORT_URL), read "
@@ -41,13 +42,13 @@ class HttpExport(ReportKind):
             ),
             schema_extra=lambda: url_schema(settings.HTTP_EXPORT_ALLOWED_HOSTS),
         ),
-        Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"), description=gettext_noop("file format")),
         Param(
             "records_path",
             "string",
             default="",
             max_length=200,
-            description=(
+            description=gettext_noop(
                 "dotted path to the list of records in the answer (e.g. data.items); empty: the answer "
                 "itself, or the one list of objects it holds"
             ),
@@ -65,14 +66,14 @@ class HttpExport(ReportKind):
         if "url" in params:
             url = params["url"]
             if not isinstance(url, str) or not url or len(url) > 2000:
-                raise InvalidParams("url", "must be a URL string")
+                raise InvalidParams("url", gettext("must be a URL string"))
             # A name that does not resolve during the submit is checked again before the fetch.
             cleaned["url"] = self._check(url, must_resolve=False).target.url
         else:
             self._default_source(must_resolve=False)
         records_path = params.get("records_path", "")
         if not isinstance(records_path, str) or len(records_path) > 200:
-            raise InvalidParams("records_path", "must be a dotted path string")
+            raise InvalidParams("records_path", gettext("must be a dotted path string"))
         return {**cleaned, "format": choice(params, "format", ("csv", "xlsx"), "csv"), "records_path": records_path}
 
     def _check(self, url: str, *, must_resolve: bool) -> outbound.CheckedUrl:

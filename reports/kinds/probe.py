@@ -3,28 +3,30 @@ drive the whole chain (retry, dead letter, alert, replay) on purpose."""
 
 import time
 
+from django.utils.translation import gettext_noop
+
 from reports.errors import PermanentError, TransientError
 from reports.kinds.base import Param, ReportKind, RunContext, write_table
 
 
 class Probe(ReportKind):
     name = "probe"
-    title = "Probe (canary)"
+    title = gettext_noop("Probe (canary)")
     # It sleeps and fails on request: an API client must not be able to burn the workers with it.
     operator_only = True
 
     params = (
-        Param("sleep_seconds", "number", default=0, minimum=0, maximum=600, description="seconds to sleep first"),
+        Param("sleep_seconds", "number", default=0, minimum=0, maximum=600, description=gettext_noop("seconds to sleep first")),
         Param(
             "fail_attempts",
             "integer",
             default=0,
             minimum=0,
             maximum=1000,
-            description="fail (transiently) while the attempt number is at most this",
+            description=gettext_noop("fail (transiently) while the attempt number is at most this"),
         ),
-        Param("fail_permanently", "boolean", default=False, description="die at once, no retry"),
-        Param("write_output", "boolean", default=True, description="write a one-line CSV when it succeeds"),
+        Param("fail_permanently", "boolean", default=False, description=gettext_noop("die at once, no retry")),
+        Param("write_output", "boolean", default=True, description=gettext_noop("write a one-line CSV when it succeeds")),
     )
 
     def generate(self, params, ctx: RunContext):

@@ -7,6 +7,7 @@ from decimal import Decimal
 from django.db.models import BigIntegerField, Count, F, Sum
 from django.db.models.functions import Cast, Round, TruncMonth
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from reports.kinds.base import Param, ReportKind, RunContext, write_table
 
@@ -16,16 +17,18 @@ CENT = Decimal("0.01")
 
 class SalesSummary(ReportKind):
     name = "sales_summary"
-    title = "Sales summary"
+    title = gettext_noop("Sales summary")
     params = (
-        Param("format", "string", default="csv", choices=("csv", "xlsx"), description="file format"),
-        Param("group_by", "string", default="region", choices=GROUPINGS, description="one row per"),
-        Param("date_from", "date", description="first day included (all orders when left out)"),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"), description=gettext_noop("file format")),
+        Param("group_by", "string", default="region", choices=GROUPINGS, description=gettext_noop("one row per")),
+        Param("date_from", "date", description=gettext_noop("first day included (all orders when left out)")),
         Param(
             "date_to",
             "date",
-            description="last day included (all orders when left out); before date_from, the two are "
-            "read the other way round",
+            description=gettext_noop(
+                "last day included (all orders when left out); before date_from, the two are read the "
+                "other way round"
+            ),
         ),
     )
 

@@ -224,3 +224,21 @@ def test_up_restart_limits_are_read_from_the_environment(tmp_path):
     assert (defaults["UP_RESTART_LIMIT"], defaults["UP_RESTART_WINDOW"]) == ("5", "60.0")
     chosen = _settings_with({"UP_RESTART_LIMIT": "2", "UP_RESTART_WINDOW": "300"}, tmp_path)
     assert (chosen["UP_RESTART_LIMIT"], chosen["UP_RESTART_WINDOW"]) == ("2", "300.0")
+
+
+def test_a_choice_reads_one_of_its_values_without_case(monkeypatch):
+    monkeypatch.setenv("X_CHOICE", " zh-Hans ")
+    assert env.env_choice("X_CHOICE", "en", choices=["en", "zh-hans"]) == "zh-hans"
+    monkeypatch.setenv("X_CHOICE", "fr")
+    with pytest.raises(ImproperlyConfigured, match="X_CHOICE must be one of en, zh-hans, got 'fr'"):
+        env.env_choice("X_CHOICE", "en", choices=["en", "zh-hans"])
+
+
+def test_the_console_and_alert_languages_are_read_from_the_environment(tmp_path):
+    assert {"LANGUAGE_CODE", "ALERT_LANGUAGE"} <= set(SETTING_NAMES)
+    defaults = _settings_with({}, tmp_path)
+    assert (defaults["LANGUAGE_CODE"], defaults["ALERT_LANGUAGE"]) == ("'en'", "'zh-hans'")
+    chosen = _settings_with({"LANGUAGE_CODE": "zh-Hans", "ALERT_LANGUAGE": "en"}, tmp_path)
+    assert (chosen["LANGUAGE_CODE"], chosen["ALERT_LANGUAGE"]) == ("'zh-hans'", "'en'")
+    with pytest.raises(AssertionError, match="ALERT_LANGUAGE must be one of en, zh-hans, got 'ja'"):
+        _settings_with({"ALERT_LANGUAGE": "ja"}, tmp_path)

@@ -107,7 +107,7 @@ def test_dingtalk_replay_link_while_logged_out(page, operator, start_worker):
     assert ReportTask.objects.get(pk=letter.task_id).status == TaskStatus.DEAD
     page.fill("input[name=username]", "operator")
     page.fill("input[name=password]", "operator-pass-1")
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
 
     expect(page.get_by_role("button", name="Confirm replay")).to_be_visible()
     assert page.url.endswith(link)

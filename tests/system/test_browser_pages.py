@@ -126,10 +126,10 @@ def test_login_lands_on_the_page_asked_for_and_dashboard_refreshes_itself(page, 
     expect(page).to_have_url(re.compile(r"/console/login/\?next="))
     page.fill("input[name=username]", "operator")
     page.fill("input[name=password]", "wrong-password")
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     expect(page.get_by_role("alert")).to_contain_text("Wrong username or password")
     page.fill("input[name=password]", "operator-pass-1")
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     expect(page).to_have_url(re.compile(r"/console/dead-letters/\?status=all$"))
     expect(page.locator("table.letters")).to_contain_text("first death")
 

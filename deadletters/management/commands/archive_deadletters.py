@@ -3,6 +3,7 @@ ones to a gzip JSON-lines file). Safe to run from cron: see deadletters/services
 deadletters/services/purge.py."""
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from deadletters.services.archive import (
     ArchiveLocked,
@@ -83,7 +84,7 @@ class Command(BaseCommand):
                     )
                     self._report("purge", purged)
         except ArchiveLocked as exc:
-            self._say(f"skipped: {exc}; nothing to do for this run")
+            self._say(_("skipped: %(why)s; nothing to do for this run") % {"why": exc})
         except ValueError as exc:
             raise CommandError(str(exc)) from None
 
@@ -93,14 +94,22 @@ class Command(BaseCommand):
             self.stdout.flush()
 
     def _progress(self, phase: str, batch: int, rows: int, total: int) -> None:
-        verb = "archived" if phase == "archive" else "purged"
-        self._say(f"{phase} batch {batch}: {verb} {rows} (total {total})", level=2)
+        line = (
+            _("archive batch %(batch)d: archived %(rows)d (total %(total)d)")
+            if phase == "archive"
+            else _("purge batch %(batch)d: purged %(rows)d (total %(total)d)")
+        )
+        self._say(line % {"batch": batch, "rows": rows, "total": total}, level=2)
 
     def _report(self, phase: str, result: RunResult) -> None:
-        verb = "archive" if phase == "archive" else "purge"
         where = f"{result.basis} <= {result.cutoff:%Y-%m-%d %H:%M:%S%z}"
         if result.dry_run:
-            self._say(f"dry run: would {verb} {result.count} dead letters ({where})")
+            line = (
+                _("dry run: would archive %(n)d dead letters (%(where)s)")
+                if phase == "archive"
+                else _("dry run: would purge %(n)d dead letters (%(where)s)")
+            )
+            self._say(line % {"n": result.count, "where": where})
             shown = result.groups if self.verbosity >= 2 else result.groups[:DRY_RUN_GROUPS_SHOWN]
             for group in shown:
                 sample = f"{group['error_type']}: {group['sample_message']}"
@@ -108,10 +117,14 @@ class Command(BaseCommand):
                     sample = sample[: SAMPLE_SHOWN - 1] + "…"
                 self._say(f"  {group['n']:>8}  {group['kind']:<20} {group['fingerprint']}  {sample}")
             if len(shown) < len(result.groups):
-                self._say(f"  ... {len(result.groups) - len(shown)} more groups (--verbosity 2 shows all)")
+                more = len(result.groups) - len(shown)
+                self._say("  ... " + _("%(n)d more groups (--verbosity 2 shows all)") % {"n": more})
             return
-        done = "archived" if phase == "archive" else "purged"
-        line = f"{done} {result.count} dead letters in {result.batches} batches ({where})"
+        line = (
+            _("archived %(n)d dead letters in %(batches)d batches (%(where)s)")
+            if phase == "archive"
+            else _("purged %(n)d dead letters in %(batches)d batches (%(where)s)")
+        ) % {"n": result.count, "batches": result.batches, "where": where}
         if result.file is not None:
-            line += f"; written to {result.file}/ in the archive storage"
+            line += _("; written to %(file)s/ in the archive storage") % {"file": result.file}
         self._say(line)

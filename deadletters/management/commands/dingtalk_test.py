@@ -2,6 +2,7 @@ import json
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from deadletters.alerts import client as dingtalk
 from deadletters.alerts import messages
@@ -24,7 +25,7 @@ class Command(BaseCommand):
     def handle(self, *args, text, **options):
         robot = RobotConfig.from_settings()
         if not robot.configured:
-            raise CommandError("DINGTALK_WEBHOOK is not set: alerts are recorded as skipped, nothing is sent")
+            raise CommandError(_("DINGTALK_WEBHOOK is not set: alerts are recorded as skipped, nothing is sent"))
         title, payload = messages.render_test(robot)
         if text:
             card = payload.get("actionCard") or payload.get("markdown")
@@ -34,29 +35,33 @@ class Command(BaseCommand):
             state = RobotState(redis_connection(), robot)
             if state.acquire() is None:
                 raise CommandError(
-                    f"the robot's budget of {robot.rate_per_minute} messages a minute is spent; "
-                    f"try again in {state.seconds_until_slot():.0f}s"
+                    _("the robot's budget of %(rate)d messages a minute is spent; try again in %(seconds).0fs")
+                    % {"rate": robot.rate_per_minute, "seconds": state.seconds_until_slot()}
                 )
         except CommandError:
             raise
         except Exception as exc:  # Redis down must not stop an operator from testing the robot
-            self.stderr.write(f"(rate limiter unavailable, sending anyway: {type(exc).__name__})")
+            self.stderr.write(_("(rate limiter unavailable, sending anyway: %(error)s)") % {"error": type(exc).__name__})
             state = None
         self.stdout.write(
-            f"sending a test message to robot {robot.robot_key} "
-            f"(signed: {'yes' if robot.secret else 'no'}, keyword: {'yes' if robot.keyword else 'no'}, "
-            f"timeout {robot.timeout:g}s)"
+            _("sending a test message to robot %(robot)s (signed: %(signed)s, keyword: %(keyword)s, timeout %(timeout)ss)")
+            % {
+                "robot": robot.robot_key,
+                "signed": _("yes") if robot.secret else _("no"),
+                "keyword": _("yes") if robot.keyword else _("no"),
+                "timeout": f"{robot.timeout:g}",
+            }
         )
         started = time.monotonic()
         result = dingtalk.send(robot, payload)
         elapsed = time.monotonic() - started
         answer = json.dumps(result.answer, ensure_ascii=False) if result.answer else "-"
-        self.stdout.write(f"HTTP status: {result.http_status or '-'}  ({elapsed:.2f}s)")
-        self.stdout.write(f"DingTalk answer: {answer}")
+        self.stdout.write(_("HTTP status: %(status)s  (%(seconds).2fs)") % {"status": result.http_status or "-", "seconds": elapsed})
+        self.stdout.write(_("DingTalk answer: %(answer)s") % {"answer": answer})
         if result.ok:
             if state is not None:
                 state.clear_config_error()
-            self.stdout.write(self.style.SUCCESS("OK: DingTalk accepted the message"))
+            self.stdout.write(self.style.SUCCESS(_("OK: DingTalk accepted the message")))
             return
         if result.config_error:
             if state is not None:
@@ -67,9 +72,9 @@ class Command(BaseCommand):
                     error=result.error,
                     seconds=settings.DINGTALK_CONFIG_ERROR_PAUSE_SECONDS,
                 )
-            hint = "check DINGTALK_SECRET, DINGTALK_KEYWORD and the server clock"
+            hint = _("check DINGTALK_SECRET, DINGTALK_KEYWORD and the server clock")
         elif result.throttled:
-            hint = "DingTalk throttles this robot for 10 minutes after more than 20 messages a minute"
+            hint = _("DingTalk throttles this robot for 10 minutes after more than 20 messages a minute")
         else:
-            hint = "check the webhook URL and the network"
-        raise CommandError(f"DingTalk did not accept the message: {result.error} ({hint})")
+            hint = _("check the webhook URL and the network")
+        raise CommandError(_("DingTalk did not accept the message: %(error)s (%(hint)s)") % {"error": result.error, "hint": hint})

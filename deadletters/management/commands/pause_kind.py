@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from deadletters.services.kind_pauses import pause_kind
 from reports.errors import InvalidParams
@@ -24,8 +25,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if verbosity >= 1:
             if created:
-                self.stdout.write(f"{kind} paused")
+                self.stdout.write(_("%(kind)s paused") % {"kind": kind})
             else:
                 self.stdout.write(
-                    f"{kind} was already paused by {row.paused_by or 'someone'} at {row.paused_at:%Y-%m-%d %H:%M} UTC"
+                    _("%(kind)s was already paused by %(who)s at %(when)s UTC")
+                    % {"kind": kind, "who": row.paused_by or _("someone"), "when": f"{row.paused_at:%Y-%m-%d %H:%M}"}
                 )

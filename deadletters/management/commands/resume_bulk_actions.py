@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand
+from django.utils.translation import ngettext
 
 from deadletters.bulk.runner import resume_stalled_bulk_actions
 
@@ -19,4 +20,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, stale_after=None, **options):
         ids = resume_stalled_bulk_actions(stale_after_seconds=stale_after)
-        self.stdout.write(f"re-enqueued {len(ids)} bulk action(s)")
+        self.stdout.write(
+            ngettext("re-enqueued %(n)d bulk action", "re-enqueued %(n)d bulk actions", len(ids)) % {"n": len(ids)}
+        )

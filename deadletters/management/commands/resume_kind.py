@@ -1,4 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from deadletters.services.kind_pauses import resume_kind
 from reports.errors import InvalidParams
@@ -18,6 +20,11 @@ class Command(BaseCommand):
         except InvalidParams as exc:
             raise CommandError(str(exc)) from None
         except KindNotPaused:
-            raise CommandError(f"{kind} is not paused") from None
+            raise CommandError(_("%(kind)s is not paused") % {"kind": kind}) from None
         if verbosity >= 1:
-            self.stdout.write(f"{kind} resumed; {waiting} waiting task(s) enqueued")
+            self.stdout.write(
+                ngettext(
+                    "%(kind)s resumed; %(n)d waiting task enqueued", "%(kind)s resumed; %(n)d waiting tasks enqueued", waiting
+                )
+                % {"kind": kind, "n": waiting}
+            )

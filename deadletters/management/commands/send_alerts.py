@@ -3,6 +3,8 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db.utils import OperationalError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
@@ -44,13 +46,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, loop, interval, retry_failed, verbosity, **options):
         if interval <= 0:
-            self.stderr.write("--interval must be positive")
+            self.stderr.write(_("--interval must be positive"))
             raise SystemExit(2)
         if retry_failed:
             count = retry_failed_alerts()
-            self.stdout.write(f"{count} failed alert(s) put back to pending")
+            self.stdout.write(
+                ngettext("%(n)d failed alert put back to pending", "%(n)d failed alerts put back to pending", count)
+                % {"n": count}
+            )
         if loop and verbosity >= 1:
-            self.stdout.write(f"sending DingTalk alerts every {interval:g}s")
+            self.stdout.write(_("sending DingTalk alerts every %(interval)ss") % {"interval": f"{interval:g}"})
         run_passes(lambda: self._one_pass(loop, verbosity), loop=loop, interval=interval)
 
     def _one_pass(self, loop: bool, verbosity: int) -> None:

@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand
+from django.utils.translation import gettext as _
 
 from reports.services.batches import aggregate_batches
 from reports.worker import concurrency
@@ -17,6 +18,9 @@ class Command(BaseCommand):
         woken = concurrency.wake_all()
         if verbosity >= 1:
             self.stdout.write(
-                f"batches: {report.completed} completed, {report.reopened} reopened, "
-                f"{report.alerted} summary alert(s); {woken} capped task(s) woken"
+                _(
+                    "batches: %(completed)d completed, %(reopened)d reopened, %(alerted)d summary alert(s); "
+                    "%(woken)d capped task(s) woken"
+                )
+                % {"completed": report.completed, "reopened": report.reopened, "alerted": report.alerted, "woken": woken}
             )

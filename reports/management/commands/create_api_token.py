@@ -1,6 +1,7 @@
 """manage.py create_api_token NAME [--scope submit --scope read ...]"""
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from reports.models import ApiScope
 from reports.services.tokens import DEFAULT_SCOPES, TokenNameTaken, create_api_token
@@ -28,5 +29,8 @@ class Command(BaseCommand):
         except (TokenNameTaken, ValueError) as exc:
             raise CommandError(str(exc)) from None
         if options["verbosity"] >= 1:
-            self.stderr.write(f"API token for {name!r}, scopes {' '.join(token.scopes)} (shown once; store it now):")
+            self.stderr.write(
+                _("API token for %(name)r, scopes %(scopes)s (shown once; store it now):")
+                % {"name": name, "scopes": " ".join(token.scopes)}
+            )
         self.stdout.write(raw)

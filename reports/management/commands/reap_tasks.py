@@ -2,6 +2,7 @@ import logging
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
@@ -36,7 +37,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, loop, interval, batch_size, verbosity, **options):
         if interval <= 0 or batch_size <= 0:
-            self.stderr.write("--interval and --batch-size must be positive")
+            self.stderr.write(_("--interval and --batch-size must be positive"))
             raise SystemExit(2)
         run_passes(lambda: self._one_pass(loop, batch_size, verbosity), loop=loop, interval=interval)
 
@@ -45,16 +46,18 @@ class Command(BaseCommand):
             report = reap_tasks(batch_size=batch_size)
         except RedisError as exc:
             if not loop:
-                raise CommandError(f"Redis unreachable ({exc}); is `manage.py up` running, or REDIS_URL set?") from exc
+                raise CommandError(
+                    _("Redis unreachable (%(error)s); is `manage.py up` running, or REDIS_URL set?") % {"error": exc}
+                ) from exc
             logger.error("reaper pass failed, Redis unreachable: %s", exc)
         else:
             if report.skipped_locked:
                 if verbosity >= 1 and not loop:
-                    self.stdout.write("another reaper holds the lock; nothing to do")
+                    self.stdout.write(_("another reaper holds the lock; nothing to do"))
             elif verbosity >= 2 or (verbosity >= 1 and (report.abandoned or report.reenqueued or not loop)):
                 self.stdout.write(
-                    f"reaped: {report.abandoned} abandoned attempt(s) recovered, "
-                    f"{report.reenqueued} lost job(s) re-enqueued"
+                    _("reaped: %(abandoned)d abandoned attempt(s) recovered, %(reenqueued)d lost job(s) re-enqueued")
+                    % {"abandoned": report.abandoned, "reenqueued": report.reenqueued}
                 )
         try:
             # Batches: completion by counting, and capped tasks woken when a lease freed a slot.
@@ -64,5 +67,5 @@ class Command(BaseCommand):
             reaper_pass_finished.send(sender=self.__class__)
         except RedisError as exc:
             if not loop:
-                raise CommandError(f"Redis unreachable ({exc})") from exc
+                raise CommandError(_("Redis unreachable (%(error)s)") % {"error": exc}) from exc
             logger.error("aggregator pass failed, Redis unreachable: %s", exc)

@@ -1,6 +1,7 @@
 """manage.py revoke_api_token NAME: the token stops working at once."""
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from reports.services.tokens import revoke_api_token
 
@@ -13,5 +14,5 @@ class Command(BaseCommand):
 
     def handle(self, *args, name, **options):
         if not revoke_api_token(name=name):
-            raise CommandError(f"no active API token named {name!r}")
-        self.stdout.write(f"revoked API token {name!r}")
+            raise CommandError(_("no active API token named %(name)r") % {"name": name})
+        self.stdout.write(_("revoked API token %(name)r") % {"name": name})

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from reports.models import Order
 
@@ -28,20 +29,23 @@ class Command(BaseCommand):
 
     def handle(self, *args, rows, seed, replace, if_empty, batch_size, verbosity, **options):
         if rows < 0 or batch_size <= 0:
-            raise CommandError("--rows must be >= 0 and --batch-size > 0")
+            raise CommandError(gettext("--rows must be >= 0 and --batch-size > 0"))
         existing = Order.objects.count()
         if existing and not replace:
             # A second run must not double every sales figure.
             if verbosity:
                 self.stdout.write(
-                    f"{existing} demo orders already exist; nothing seeded (--replace deletes them and "
-                    f"seeds {rows} afresh)."
+                    gettext(
+                        "%(existing)d demo orders already exist; nothing seeded (--replace deletes them and "
+                        "seeds %(rows)d afresh)."
+                    )
+                    % {"existing": existing, "rows": rows}
                 )
             return
         if replace:
             deleted, _ = Order.objects.all().delete()
             if verbosity:
-                self.stdout.write(f"deleted {deleted} orders")
+                self.stdout.write(gettext("deleted %(n)d orders") % {"n": deleted})
         rng = random.Random(seed)
         now = timezone.now()
         made = 0
@@ -60,6 +64,6 @@ class Command(BaseCommand):
             )
             made += size
             if verbosity > 1:
-                self.stdout.write(f"seeded {made}/{rows} orders")
+                self.stdout.write(gettext("seeded %(made)d/%(rows)d orders") % {"made": made, "rows": rows})
         if verbosity:
-            self.stdout.write(f"seeded {made} demo orders (seed {seed}).")
+            self.stdout.write(gettext("seeded %(n)d demo orders (seed %(seed)d).") % {"n": made, "seed": seed})

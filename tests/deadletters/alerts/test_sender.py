@@ -4,6 +4,7 @@ Every test talks real HTTP to a fake robot (tests/dingtalk_fake.py) and uses the
 
 import io
 import json
+import re
 import time
 
 import pytest
@@ -27,8 +28,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CONSOLE = "https://console.example.invalid"
 
 
-def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, redis_conn):
+ALERT_TEXTS = {
+    # ALERT_LANGUAGE: (title start, heading, a field line, the buttons), each in that language alone.
+    "zh-hans": ("[报表告警] 报表死信告警：sales_summary", "### 报表死信告警", "尝试次数:** 1", ["查看死信", "重放确认"]),
+    "en": ("[报表告警] Report dead letter: sales_summary", "### Report dead letter", "Attempts:** 1", ["Open dead letter", "Replay (confirm)"]),
+}
+
+
+@pytest.mark.parametrize("language", ["zh-hans", "en"])
+def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, redis_conn, settings, language):
+    settings.ALERT_LANGUAGE = language
     robot = fake_dingtalk(keyword="报表告警")
+    title, heading, field, buttons = ALERT_TEXTS[language]
 
     letter = make_death(kind="sales_summary", message="region 'north' does not exist\nsecond line")
 
@@ -45,17 +56,23 @@ def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, r
     assert set(received.query) == {"access_token", "timestamp", "sign"}
     assert received.body["msgtype"] == "actionCard"
     card = received.body["actionCard"]
-    assert card["title"].startswith("[报表告警] 报表死信告警")
+    assert card["title"].startswith(title)
     for expected in (
-        "报表死信告警",
-        "Report task dead letter",
+        heading,
         str(letter.task.public_id),
         "sales_summary",
         "reports.errors.PermanentError",
         "region 'north' does not exist second line",
-        "尝试次数 Attempts:** 1",
+        field,
     ):
         assert expected in card["text"], expected
+    assert [b["title"] for b in card["btns"]] == buttons
+    # One language per message: no English line under the Chinese one, no Chinese in English but
+    # the robot's keyword.
+    if language == "en":
+        assert not re.search(r"[\u4e00-\u9fff]", card["text"].replace("报表告警", ""))
+    else:
+        assert "Report" not in card["text"] and "Attempts" not in card["text"]
     assert [b["actionURL"] for b in card["btns"]] == [
         f"{CONSOLE}/console/dead-letters/{letter.pk}/",
         f"{CONSOLE}/console/dead-letters/{letter.pk}/replay/",
@@ -160,7 +177,7 @@ def test_security_rejection_is_a_visible_configuration_error_that_is_not_hammere
     out = io.StringIO()
     call_command("send_alerts", "--retry-failed", stdout=out)
 
-    assert "1 failed alert(s) put back to pending" in out.getvalue()
+    assert "1 failed alert put back to pending" in out.getvalue()
     assert Alert.objects.filter(status=AlertStatus.SENT).count() == 2
     assert robot.uuid_counts()[str(message.msg_uuid)] == 2  # the resend kept its msgUuid
     assert alert_health().config_error == ""

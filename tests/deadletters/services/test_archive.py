@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.files.storage import storages
 from django.core.management import CommandError, call_command
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from deadletters.audit import record_audit
 from deadletters.models import Alert, AuditEntry, DeadLetter, DeadLetterStatus
@@ -301,3 +301,14 @@ def test_each_purge_run_writes_its_own_file(settings):
 
     assert first.file != second.file
     assert (len(read_purge_file(first.file)), len(read_purge_file(second.file))) == (2, 3)
+
+
+def test_the_command_prints_in_the_language_it_runs_in(var_dir, settings):
+    """LANGUAGE_CODE (or an active language) decides the output: an operator may run it in Chinese."""
+    expired(2)
+    with translation.override("zh-hans"):
+        dry = run("--dry-run")
+        done = run()
+    assert "演练：将归档 2 条死信" in dry and "dry run" not in dry
+    assert "已归档 2 条死信，共 1 批" in done
+    assert "dry run: would archive 0 dead letters" in run("--dry-run")
