@@ -2,6 +2,7 @@
 
 import logging
 
+from deadletters.alerts.channels.sender import send_channel_alerts
 from deadletters.alerts.outbox import KICK_KEY
 from deadletters.alerts.sender import send_pending_alerts
 from transport.connection import redis_connection
@@ -16,4 +17,9 @@ def send_alerts_job() -> str:
     report = send_pending_alerts()
     if report.did_something or report.paused:
         logger.info("alert pass: %s", report.summary())
-    return report.summary()
+    summaries = [report.summary()]
+    for channel_report in send_channel_alerts():
+        if channel_report.did_something or channel_report.paused:
+            logger.info("alert pass: %s", channel_report.summary())
+        summaries.append(channel_report.summary())
+    return "; ".join(summaries)

@@ -6,6 +6,7 @@ from django.db.utils import OperationalError
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
+from deadletters.alerts.channels.sender import retry_failed_channel_messages, send_channel_alerts
 from deadletters.alerts.sender import retry_failed_alerts, send_pending_alerts
 
 logger = logging.getLogger("deadletters.alerts")
@@ -13,7 +14,8 @@ logger = logging.getLogger("deadletters.alerts")
 
 class Command(BaseCommand):
     help = (
-        "Deliver pending DingTalk alerts from the outbox (one send pass by default). Each dead letter "
+        "Deliver pending alerts from the outbox (one send pass by default), to the DingTalk robot and "
+        "to every channel of ALERT_CHANNELS, each on its own budget. Each dead letter "
         "gets a signed actionCard while the robot's budget (DINGTALK_RATE_PER_MINUTE, shared by all "
         "senders through Redis) allows; a storm is coalesced into digests grouped by error "
         "fingerprint, so every dead letter is counted in some sent message. Failed sends are retried "
@@ -47,7 +49,7 @@ class Command(BaseCommand):
             self.stderr.write("--interval must be positive")
             raise SystemExit(2)
         if retry_failed:
-            count = retry_failed_alerts()
+            count = retry_failed_alerts() + retry_failed_channel_messages()
             self.stdout.write(f"{count} failed alert(s) put back to pending")
         if loop and verbosity >= 1:
             self.stdout.write(f"sending DingTalk alerts every {interval:g}s")
@@ -56,10 +58,12 @@ class Command(BaseCommand):
     def _one_pass(self, loop: bool, verbosity: int) -> None:
         try:
             report = send_pending_alerts()
+            reports = [report, *send_channel_alerts()]
         except (RedisError, OperationalError) as exc:
             if not loop:
                 raise
             logger.error("alert pass failed, will try again: %s", exc)
         else:
-            if verbosity >= 2 or (verbosity >= 1 and (not loop or report.did_something)):
-                self.stdout.write(report.summary())
+            for one in reports:
+                if verbosity >= 2 or (verbosity >= 1 and (not loop or one.did_something)):
+                    self.stdout.write(one.summary())
