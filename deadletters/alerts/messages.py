@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from deadletters.alerts.client import RobotConfig
 from deadletters.links import (
@@ -119,14 +120,34 @@ def _envelope(title: str, text: str, buttons: list[tuple[str, str]], robot: Robo
     return {"msgtype": "actionCard", "actionCard": card}
 
 
+def new_cause_line(payload: dict) -> str:
+    """The mark of a cause's first death ("new since release X" when the deployment names one)."""
+    if not payload.get("new"):
+        return ""
+    if payload.get("release"):
+        return _("New cause since release %(release)s: first death of this fingerprint") % {
+            "release": neutral(payload["release"], 60)
+        }
+    return _("New cause: first death of this fingerprint")
+
+
+def render_card(card: dict, robot: RobotConfig) -> tuple[str, dict]:
+    """A channel card (deadletters.alerts.channels.render) as a DingTalk message."""
+    text = "\n".join([f"### {card['title']}", "", *(f"- {line}" for line in card["lines"])])
+    buttons = [(label, link(url, robot)) for label, url in card["links"]]
+    return card["title"], _envelope(card["title"], text, buttons, robot)
+
+
 def render_dead_letter(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
     dl_id = payload["dead_letter_id"]
     kind = neutral(payload.get("kind", ""), TITLE_MAX)
+    new = new_cause_line(payload)
     title = f"报表死信告警 Dead letter: {kind}"
     text = "\n".join(
         [
             "### 报表死信告警",
             "Report task dead letter",
+            *([f"**{new}**"] if new else []),
             "",
             f"- **任务 Task:** {neutral(payload.get('task_id', ''))}",
             f"- **报表类型 Kind:** {kind}",
@@ -185,6 +206,8 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
         else:
             target = link(fingerprint_url(group["fingerprint"]), robot)
             label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
+            if group.get("new"):
+                label = f"{_('NEW')} {label}"
         lines.append(
             f"- **{group['count']} ×** {label}: {neutral(group.get('message', ''), 100)}  \n"
             f"  首次 first {format_time(group['first'])}, 最近 last {format_time(group['last'])} "

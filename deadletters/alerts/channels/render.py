@@ -4,7 +4,7 @@ supplied goes through messages.neutral first, so no channel renders it as markup
 
 from django.utils.translation import gettext as _
 
-from deadletters.alerts.messages import TITLE_MAX, format_time, neutral
+from deadletters.alerts.messages import TITLE_MAX, format_time, neutral, new_cause_line
 from deadletters.links import (
     batch_url,
     dead_letter_list_url,
@@ -22,17 +22,6 @@ def _card(event: str, title: str, lines: list[str], links: list[tuple[str, str]]
         "lines": lines,
         "links": [list(pair) for pair in links],
     }
-
-
-def new_cause_line(payload: dict) -> str:
-    if not payload.get("new"):
-        return ""
-    release = payload.get("release")
-    if release:
-        return _("New cause since release %(release)s: first death of this fingerprint") % {
-            "release": neutral(release, 60)
-        }
-    return _("New cause: first death of this fingerprint")
 
 
 def dead_letter_card(payload: dict) -> dict:

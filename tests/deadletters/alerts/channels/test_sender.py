@@ -53,17 +53,20 @@ def test_one_death_reaches_every_channel_once_in_its_documented_format(channels,
     )
     # Slack: a header, the lines as plain text, link buttons.
     [hit] = fakes["slack"].hits
-    assert hit.accepted and hit.body["text"].startswith("Dead letter: sales_summary")
+    assert hit.accepted and hit.body["text"] == "New cause: sales_summary"
     assert [b["type"] for b in hit.body["blocks"]] == ["header", "section", "actions"]
     assert hit.body["blocks"][2]["elements"][0]["url"] == detail
     # Webhook: signed (the fake verified it), with the message's uuid as the idempotency key.
     [hit] = fakes["webhook"].hits
     message = ChannelMessage.objects.get(channel="webhook")
     assert hit.accepted and hit.headers["Idempotency-Key"] == str(message.msg_uuid) == hit.body["id"]
-    assert hit.body["event"] == "death" and {"label": "Open dead letter", "url": detail} in hit.body["links"]
+    assert (
+        hit.body["event"] == "new_cause" and {"label": "Open dead letter", "url": detail} in hit.body["links"]
+    )
     # Email through a real SMTP server.
     [received] = fakes["email"].mails
-    assert received["Subject"] == "Dead letter: sales_summary" and received["To"] == "oncall@example.com"
+    # The first death of a cause never seen before says so.
+    assert received["Subject"] == "New cause: sales_summary" and received["To"] == "oncall@example.com"
     assert received["Message-ID"] == message_id(str(ChannelMessage.objects.get(channel="email").msg_uuid))
     assert detail in received.get_payload(decode=True).decode()
 
@@ -74,9 +77,16 @@ def test_email_format_through_the_locmem_backend(channels, settings, redis_conn)
     make_death(kind="probe", message="bad parameter 'x'")
     send_channel_alerts()
     [sent] = mail.outbox
-    assert sent.subject == "[OPS] Dead letter: probe" and sent.to == ["a@example.com", "b@example.com"]
-    assert sent.extra_headers["X-Alert-Event"] == "death"
+    assert (
+        sent.subject == "[OPS] New cause: probe"
+        and "New cause: first death of this fingerprint" in sent.body
+        and sent.to == ["a@example.com", "b@example.com"]
+    )
+    assert sent.extra_headers["X-Alert-Event"] == "new_cause"
     assert "Error: reports.errors.PermanentError" in sent.body and "Replay (confirm): https://" in sent.body
+    make_death(kind="probe", message="bad parameter 'y'")  # the same cause again: no longer new
+    send_channel_alerts()
+    assert mail.outbox[1].subject == "[OPS] Dead letter: probe" and "New cause" not in mail.outbox[1].body
 
 
 def test_a_channel_that_rejects_its_configuration_holds_up_no_other(channels, settings, redis_conn, caplog):
@@ -192,13 +202,18 @@ def test_routing_rules_pick_channels_by_event_and_kind(channels, redis_conn):
         slack={},
         webhook={},
     )
-    make_death(kind="probe")
-    make_death(kind="sales_summary")
-    assert sorted(AlertDelivery.objects.values_list("channel", flat=True)) == ["webhook", "webhook", "wecom"]
+    make_death(kind="probe")  # a new cause: Slack takes it
+    make_death(kind="sales_summary")  # the same cause again: Slack does not
+    assert sorted(AlertDelivery.objects.values_list("channel", flat=True)) == [
+        "slack",
+        "webhook",
+        "webhook",
+        "wecom",
+    ]
     send_channel_alerts()
-    assert (
-        len(fakes["wecom"].accepted) == 1 and not fakes["slack"].hits and len(fakes["webhook"].accepted) == 2
-    )
+    assert len(fakes["wecom"].accepted) == 1 and len(fakes["webhook"].accepted) == 2
+    [hit] = fakes["slack"].accepted
+    assert hit.body["text"] == "New cause: probe"
 
 
 def test_an_unreachable_webhook_url_never_reaches_the_stored_error(channels, settings, redis_conn):
