@@ -4,6 +4,7 @@ import logging
 
 from deadletters.alerts.channels.sender import send_channel_alerts
 from deadletters.alerts.outbox import KICK_KEY
+from deadletters.alerts.resolved import announce_resolved_causes
 from deadletters.alerts.sender import send_pending_alerts
 from transport.connection import redis_connection
 
@@ -14,6 +15,7 @@ def send_alerts_job() -> str:
     """One send pass, kicked when a dead letter commits. Clears the kick key first so an alert
     committed while this pass runs gets a pass of its own."""
     redis_connection().delete(KICK_KEY)
+    announce_resolved_causes()
     report = send_pending_alerts()
     if report.did_something or report.paused:
         logger.info("alert pass: %s", report.summary())

@@ -3,6 +3,7 @@
 
 from django.db import transaction
 
+from deadletters.alerts.resolved import announce_kind_resumed
 from deadletters.audit import REASON_MAX, record_audit
 from reports.models import PausedKind
 from reports.services import pausing
@@ -43,4 +44,5 @@ def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address
             item_count=waiting,
             details={"kind": kind},
         )
+        announce_kind_resumed(kind=str(kind), waiting=waiting)
     return waiting

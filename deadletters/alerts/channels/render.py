@@ -62,7 +62,37 @@ def batch_card(payload: dict) -> dict:
     )
 
 
+def notice_card(payload: dict) -> dict:
+    if payload["notice"] == "kind_resumed":
+        kind = neutral(payload.get("kind", ""), 60)
+        return _card(
+            "resolved",
+            _("Resumed: %(kind)s") % {"kind": kind},
+            [
+                _("Report kind %(kind)s runs again; %(n)s waiting task(s) enqueued.")
+                % {"kind": kind, "n": payload.get("waiting", 0)}
+            ],
+            [(_("Open the dead-letter console"), dead_letter_list_url())],
+        )
+    return _card(
+        "resolved",
+        _("Bulk %(action)s %(status)s")
+        % {"action": neutral(payload.get("action", "")), "status": neutral(payload.get("status", ""))},
+        [
+            _("%(succeeded)s of %(total)s done, %(skipped)s skipped.")
+            % {
+                "succeeded": payload.get("succeeded", 0),
+                "total": payload.get("total", 0),
+                "skipped": payload.get("skipped", 0),
+            }
+        ],
+        [(_("Open the dead-letter console"), dead_letter_list_url())],
+    )
+
+
 def resolved_card(payload: dict) -> dict:
+    if payload.get("notice"):
+        return notice_card(payload)
     label = f"{neutral(payload.get('kind', ''), 60)} · {neutral(payload.get('error_type', ''), 80)}"
     title = _("Resolved: %(cause)s") % {"cause": label}
     minutes = max(int(payload.get("duration_seconds", 0)) // 60, 0)
@@ -143,7 +173,9 @@ def group_for(alert, count: int, first, last) -> dict:
         url = batch_url(payload.get("batch_id", ""))
     else:
         label = f"{neutral(payload.get('kind', ''), 60)} · {neutral(payload.get('error_type', ''), 80)}"
-        if alert.category == AlertCategory.RESOLVED:
+        if alert.category == AlertCategory.RESOLVED and payload.get("notice"):
+            label = resolved_card(payload)["title"]
+        elif alert.category == AlertCategory.RESOLVED:
             label = _("resolved: %(cause)s") % {"cause": label}
         url = fingerprint_url(alert.fingerprint) if alert.fingerprint else ""
     return {

@@ -7,6 +7,7 @@ from redis.exceptions import RedisError
 
 from config.looping import run_passes
 from deadletters.alerts.channels.sender import retry_failed_channel_messages, send_channel_alerts
+from deadletters.alerts.resolved import announce_resolved_causes
 from deadletters.alerts.sender import retry_failed_alerts, send_pending_alerts
 
 logger = logging.getLogger("deadletters.alerts")
@@ -57,6 +58,7 @@ class Command(BaseCommand):
 
     def _one_pass(self, loop: bool, verbosity: int) -> None:
         try:
+            announce_resolved_causes()
             report = send_pending_alerts()
             reports = [report, *send_channel_alerts()]
         except (RedisError, OperationalError) as exc:
