@@ -52,13 +52,16 @@ def record_death(*, dead_letter) -> dict:
     return {"new": True, "release": release} if release else {"new": True}
 
 
-def new_fingerprints(fingerprints, *, since_release: str | None = None) -> set[str]:
-    """Of these fingerprints, the ones whose cause is new: first seen under RELEASE_NAME when the
-    deployment names one, else first seen within the last day."""
-    release = settings.RELEASE_NAME if since_release is None else since_release
+NEW_CAUSE_DAYS = 1
+
+
+def new_causes(fingerprints) -> dict[str, str]:
+    """Of these fingerprints, the new causes, each with the release it first died under ("" when
+    the deployment names none): first seen under the current RELEASE_NAME when set, else within
+    the last NEW_CAUSE_DAYS."""
     causes = CauseState.objects.filter(fingerprint__in=list(fingerprints))
-    if release:
-        causes = causes.filter(first_release=release)
+    if settings.RELEASE_NAME:
+        causes = causes.filter(first_release=settings.RELEASE_NAME)
     else:
-        causes = causes.filter(first_seen_at__gte=timezone.now() - timedelta(days=1))
-    return set(causes.values_list("fingerprint", flat=True))
+        causes = causes.filter(first_seen_at__gte=timezone.now() - timedelta(days=NEW_CAUSE_DAYS))
+    return dict(causes.values_list("fingerprint", "first_release"))
