@@ -96,6 +96,7 @@ class AlertStatus(models.TextChoices):
     SENT = "sent"
     FAILED = "failed"
     SKIPPED = "skipped"  # no robot configured: recorded, visible, nothing sent
+    MUTED = "muted"  # its cause or kind was snoozed (or the kind paused): counted, not sent
 
 
 class AlertCategory(models.TextChoices):
@@ -223,6 +224,33 @@ class CauseState(models.Model):
 
     def __str__(self) -> str:
         return f"cause {self.fingerprint}"
+
+
+class AlertSnooze(models.Model):
+    """An operator's mute of one cause (fingerprint) or one report kind until a time, with a
+    reason. Deaths it covers are counted, not sent; one summary goes out when it ends."""
+
+    fingerprint = models.CharField(max_length=40, blank=True)
+    kind = models.CharField(max_length=64, blank=True)
+    until = models.DateTimeField()
+    reason = models.TextField()
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)  # set when it ends (time up or lifted)
+    ended_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["ended_at", "until"], name="snooze_open_until")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(fingerprint="") & ~models.Q(kind="")) | (~models.Q(fingerprint="") & models.Q(kind="")),
+                name="snooze_cause_or_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"snooze of {self.fingerprint or self.kind} until {self.until:%Y-%m-%d %H:%M}"
 
 
 class BulkActionKind(models.TextChoices):

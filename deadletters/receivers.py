@@ -5,6 +5,7 @@ from django.dispatch import receiver
 
 from deadletters.alerts.outbox import enqueue_batch_summary_alert
 from deadletters.alerts.resolved import announce_resolved_causes
+from deadletters.alerts.snooze import announce_ended_snoozes
 from deadletters.bulk.runner import resume_stalled_bulk_actions
 from deadletters.services.letters import create_dead_letter
 from reports.signals import batch_completed_with_dead, reaper_pass_finished, task_died
@@ -32,3 +33,4 @@ def _on_reaper_pass_finished(sender, **kwargs) -> None:
 def _announce_resolved_causes(sender, **kwargs) -> None:
     # The reaper runs every few seconds whatever happens; a quiet cause produces no other event.
     announce_resolved_causes()
+    announce_ended_snoozes()

@@ -6,6 +6,7 @@ from deadletters.alerts.channels.sender import send_channel_alerts
 from deadletters.alerts.outbox import KICK_KEY
 from deadletters.alerts.resolved import announce_resolved_causes
 from deadletters.alerts.sender import send_pending_alerts
+from deadletters.alerts.snooze import announce_ended_snoozes
 from transport.connection import redis_connection
 
 logger = logging.getLogger("deadletters.alerts")
@@ -16,6 +17,7 @@ def send_alerts_job() -> str:
     committed while this pass runs gets a pass of its own."""
     redis_connection().delete(KICK_KEY)
     announce_resolved_causes()
+    announce_ended_snoozes()
     report = send_pending_alerts()
     if report.did_something or report.paused:
         logger.info("alert pass: %s", report.summary())

@@ -11,6 +11,7 @@ from django.db import transaction
 
 from deadletters.alerts import messages
 from deadletters.alerts.channels.outbox import fan_out
+from deadletters.alerts.muting import mute_reason
 from deadletters.models import Alert, AlertCategory, AlertStatus
 from transport.connection import redis_connection
 from transport.queues import enqueue_job
@@ -26,13 +27,20 @@ def enqueue_dead_letter_alert(*, dead_letter, cause: dict | None = None) -> Aler
     """Write the outbox row beside the dead letter (and its channel deliveries); the sender is
     kicked once the death commits. `cause` marks a new cause ({"new": True, "release": ...})."""
     configured = bool(settings.DINGTALK_WEBHOOK)
+    muted = mute_reason(dead_letter)
     alert = Alert.objects.create(
         category=AlertCategory.DEAD_LETTER,
         dead_letter=dead_letter,
         fingerprint=dead_letter.fingerprint,
-        payload={**messages.dead_letter_payload(dead_letter), **(cause or {})},
-        status=AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
+        payload={
+            **messages.dead_letter_payload(dead_letter),
+            **(cause or {}),
+            **({"muted": muted} if muted else {}),
+        },
+        status=AlertStatus.MUTED if muted else AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
     )
+    if muted:
+        return alert
     if fan_out([alert]) or configured:
         transaction.on_commit(kick_sender, robust=True)
     return alert

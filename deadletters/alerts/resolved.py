@@ -83,10 +83,11 @@ def _announce(cause: CauseState, quiet: int) -> int:
     return 1
 
 
-def _notice(payload: dict) -> Alert:
+def notice(payload: dict, *, fingerprint: str = "") -> Alert:
     """A recovery notice that is not a cause's: written in the caller's transaction, like any alert."""
     alert = Alert.objects.create(
         category=AlertCategory.RESOLVED,
+        fingerprint=fingerprint,
         payload=payload,
         status=AlertStatus.PENDING if settings.DINGTALK_WEBHOOK else AlertStatus.SKIPPED,
     )
@@ -95,12 +96,14 @@ def _notice(payload: dict) -> Alert:
     return alert
 
 
-def announce_kind_resumed(*, kind: str, waiting: int) -> Alert:
-    return _notice({"notice": "kind_resumed", "kind": kind, "waiting": waiting})
+def announce_kind_resumed(*, kind: str, waiting: int, paused_at=None) -> Alert:
+    """A kind runs again; its deaths while paused were muted, so their count goes with it."""
+    muted = DeadLetter.objects.filter(kind=kind, created_at__gte=paused_at).count() if paused_at else 0
+    return notice({"notice": "kind_resumed", "kind": kind, "waiting": waiting, "muted": muted})
 
 
 def announce_bulk_finished(*, bulk) -> Alert:
-    return _notice(
+    return notice(
         {
             "notice": "bulk_finished",
             "kind": "",

@@ -35,6 +35,7 @@ def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address
 
     Raises KindNotPaused when it was not paused (a second click, another operator)."""
     with transaction.atomic():
+        paused_at = PausedKind.objects.filter(kind=str(kind)).values_list("paused_at", flat=True).first()
         waiting = pausing.resume_kind(kind=kind)
         record_audit(
             action="resume_kind",
@@ -44,5 +45,5 @@ def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address
             item_count=waiting,
             details={"kind": kind},
         )
-        announce_kind_resumed(kind=str(kind), waiting=waiting)
+        announce_kind_resumed(kind=str(kind), waiting=waiting, paused_at=paused_at)
     return waiting

@@ -65,14 +65,40 @@ def batch_card(payload: dict) -> dict:
 def notice_card(payload: dict) -> dict:
     if payload["notice"] == "kind_resumed":
         kind = neutral(payload.get("kind", ""), 60)
+        lines = [
+            _("Report kind %(kind)s runs again; %(n)s waiting task(s) enqueued.")
+            % {"kind": kind, "n": payload.get("waiting", 0)}
+        ]
+        if payload.get("muted"):
+            lines.append(
+                _("%(n)s death(s) while it was paused were not alerted one by one.") % {"n": payload["muted"]}
+            )
         return _card(
             "resolved",
             _("Resumed: %(kind)s") % {"kind": kind},
-            [
-                _("Report kind %(kind)s runs again; %(n)s waiting task(s) enqueued.")
-                % {"kind": kind, "n": payload.get("waiting", 0)}
-            ],
+            lines,
             [(_("Open the dead-letter console"), dead_letter_list_url())],
+        )
+    if payload["notice"] == "snooze_ended":
+        target = neutral(payload.get("kind") or payload.get("fingerprint", "")[:12], 60)
+        lines = [
+            _("Alerts of %(target)s are no longer muted.") % {"target": target},
+            _("Muted because: %(reason)s") % {"reason": neutral(payload.get("reason", ""))},
+            _("Deaths while muted: %(n)s (%(start)s → %(end)s)")
+            % {
+                "n": payload.get("deaths", 0),
+                "start": format_time(payload.get("started_at")),
+                "end": format_time(payload.get("until")),
+            },
+        ]
+        url = (
+            fingerprint_url(payload["fingerprint"]) if payload.get("fingerprint") else dead_letter_list_url()
+        )
+        return _card(
+            "resolved",
+            _("Snooze ended: %(target)s") % {"target": target},
+            lines,
+            [(_("Open the dead-letter console"), url)],
         )
     return _card(
         "resolved",

@@ -9,6 +9,7 @@ from config.looping import run_passes
 from deadletters.alerts.channels.sender import retry_failed_channel_messages, send_channel_alerts
 from deadletters.alerts.resolved import announce_resolved_causes
 from deadletters.alerts.sender import retry_failed_alerts, send_pending_alerts
+from deadletters.alerts.snooze import announce_ended_snoozes
 
 logger = logging.getLogger("deadletters.alerts")
 
@@ -59,6 +60,7 @@ class Command(BaseCommand):
     def _one_pass(self, loop: bool, verbosity: int) -> None:
         try:
             announce_resolved_causes()
+            announce_ended_snoozes()
             report = send_pending_alerts()
             reports = [report, *send_channel_alerts()]
         except (RedisError, OperationalError) as exc:
