@@ -3,6 +3,7 @@
 tests/api/test_api_contract.py checks every documented response against real responses, and that
 every route of the API is documented: change both together."""
 
+from api.openapi.alerts import alert_paths
 from api.openapi.batches import batch_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
@@ -24,6 +25,6 @@ def openapi_document() -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **batch_paths()},
+        "paths": {**task_paths(), **batch_paths(), **alert_paths()},
         "components": components(),
     }
