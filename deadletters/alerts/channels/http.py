@@ -18,12 +18,13 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 from dataclasses import dataclass
 
 import requests
 
-from deadletters.alerts.channels.config import Channel
+from deadletters.alerts.channels.config import Channel, configured_channels
 from deadletters.alerts.client import redact
 
 OK, RETRY, THROTTLED, CONFIG, REJECTED = "ok", "retry", "throttled", "config", "rejected"
@@ -49,6 +50,29 @@ def scrub(text: str, channel: Channel) -> str:
     for value in channel.secrets():
         text = text.replace(value, "<redacted>")
     return " ".join(text.split())
+
+
+class _ChannelSecretsFilter(logging.Filter):
+    """urllib3 logs request paths at DEBUG: a Slack hook's path or a WeCom key is the credential."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+            channels = configured_channels()
+        except Exception:  # settings not ready, or a malformed list: start-up reports that
+            return True
+        cleaned = message
+        for channel in channels:
+            cleaned = scrub(cleaned, channel) if any(v in cleaned for v in channel.secrets()) else cleaned
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+for _name in ("urllib3.connectionpool", "requests"):
+    _logger = logging.getLogger(_name)
+    if not any(isinstance(f, _ChannelSecretsFilter) for f in _logger.filters):
+        _logger.addFilter(_ChannelSecretsFilter())
 
 
 # --- request bodies -------------------------------------------------------------------

@@ -224,3 +224,12 @@ def test_an_unreachable_webhook_url_never_reaches_the_stored_error(channels, set
     message = ChannelMessage.objects.get()
     assert report.retries_scheduled == 1 and message.last_error
     assert "secret-path-token" not in message.last_error and "secret-path-token" not in report.summary()
+
+
+def test_urllib3_debug_lines_never_show_a_hooks_secret_path(channels, redis_conn, caplog):
+    fakes = channels(slack={})
+    make_death()
+    with caplog.at_level(logging.DEBUG, logger="urllib3.connectionpool"):
+        send_channel_alerts()
+    assert fakes["slack"].accepted and "POST" in caplog.text
+    assert "XXXXXXXXXXXXXXXXXXXXXXXX" not in caplog.text and "<redacted>" in caplog.text
