@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api import batches, dead_letters, docs, tasks
+from api import alerts, batches, dead_letters, docs, tasks
 
 app_name = "api"
 
@@ -15,4 +15,7 @@ urlpatterns = [
     path("task/<str:task_id>/output", tasks.task_output, name="task-output"),
     path("batch/submit", batches.batch_submit, name="batch-submit"),
     path("batch/<str:batch_id>/status", batches.batch_status, name="batch-status"),
+    path("alerts/snooze", alerts.snooze, name="alerts-snooze"),
+    path("alerts/snoozes", alerts.snoozes, name="alerts-snoozes"),
+    path("alerts/snooze/<str:snooze_id>/lift", alerts.snooze_lift, name="alerts-snooze-lift"),
 ]

@@ -366,6 +366,18 @@ DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1
 ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
 # The language of the DingTalk alerts' text (one language per message), whoever reads the console.
 ALERT_LANGUAGE = env_choice("ALERT_LANGUAGE", "zh-hans", choices=[code for code, _ in LANGUAGES])
+# Other channels (Feishu/Lark, WeCom, Slack, signed webhook, email) with routing rules: a JSON list,
+# see deadletters/alerts/channels/config.py. Email goes through Django's EMAIL_* settings below.
+ALERT_CHANNELS = env_str("ALERT_CHANNELS", "[]")
+ALERT_RESOLVED_AFTER_SECONDS = env_int("ALERT_RESOLVED_AFTER_SECONDS", 1800, minimum=1)
+RELEASE_NAME = env_str("RELEASE_NAME", "").strip()[:100]
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "report-console@localhost")
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

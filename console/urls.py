@@ -3,7 +3,7 @@
 from django.urls import path
 
 from console import language
-from console.views import audit, batches, bulk, dashboard, dead_letters, kinds, letter_actions, tasks
+from console.views import alerts, audit, batches, bulk, dashboard, dead_letters, kinds, letter_actions, tasks
 
 app_name = "console"
 
@@ -46,6 +46,9 @@ urlpatterns = [
     path("batches/<uuid:public_id>/", batches.batch_detail, name="batch-detail"),
     path("batches/<uuid:public_id>/progress/", batches.batch_progress_partial, name="batch-progress"),
     path("kinds/", kinds.kind_list, name="kind-list"),
+    path("alerts/snoozes/", alerts.snooze_list, name="alert-snoozes"),
+    path("alerts/snooze/", alerts.snooze_create, name="alert-snooze"),
+    path("alerts/snoozes/<int:snooze_id>/lift/", alerts.snooze_lift, name="alert-snooze-lift"),
     path("kinds/<str:kind>/pause/", kinds.kind_pause, name="kind-pause"),
     path("kinds/<str:kind>/resume/", kinds.kind_resume, name="kind-resume"),
 ]

@@ -96,12 +96,14 @@ class AlertStatus(models.TextChoices):
     SENT = "sent"
     FAILED = "failed"
     SKIPPED = "skipped"  # no robot configured: recorded, visible, nothing sent
+    MUTED = "muted"  # its cause or kind was snoozed (or the kind paused): counted, not sent
 
 
 class AlertCategory(models.TextChoices):
     DEAD_LETTER = "dead_letter"
     BATCH_SUMMARY = "batch_summary"
     TEST = "test"
+    RESOLVED = "resolved"
 
 
 class AlertMessage(models.Model):
@@ -155,6 +157,100 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"alert {self.pk} {self.category} ({self.status})"
+
+
+class AlertDelivery(models.Model):
+    """One alert on one configured channel (deadletters.alerts.channels): each channel has its own
+    row, status and message, so a channel that is down holds up no other."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.CharField(max_length=40)
+    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
+    message = models.ForeignKey(
+        "ChannelMessage", null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["alert", "channel"], name="alertdelivery_once")]
+        indexes = [models.Index(fields=["channel", "status", "id"], name="alertdelivery_channel_status")]
+
+    def __str__(self) -> str:
+        return f"delivery of alert {self.alert_id} on {self.channel} ({self.status})"
+
+
+class ChannelMessage(models.Model):
+    """One request to one channel: a single alert or a digest. Every resend reuses msg_uuid, which
+    goes out as the service's idempotency key where it has one. The body holds no URL or secret."""
+
+    channel = models.CharField(max_length=40)
+    msg_uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    is_digest = models.BooleanField(default=False)
+    title = models.CharField(max_length=200)
+    body = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_errcode = models.IntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["channel", "status", "next_attempt_at"], name="chanmsg_status_next")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} message {self.msg_uuid} ({self.status})"
+
+
+class CauseState(models.Model):
+    """What alerting knows of one fingerprint: when it first died (and under which release), and
+    its current episode of deaths, which ends with one resolved notice after a quiet period."""
+
+    fingerprint = models.CharField(max_length=40, unique=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    first_release = models.CharField(max_length=100, blank=True)
+    episode_started_at = models.DateTimeField(null=True, blank=True)
+    episode_deaths = models.PositiveIntegerField(default=0)
+    last_death_at = models.DateTimeField(default=timezone.now)
+    sample_kind = models.CharField(max_length=64, blank=True)
+    sample_error_type = models.CharField(max_length=200, blank=True)
+    sample_message = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["episode_started_at", "last_death_at"], name="cause_episode")]
+
+    def __str__(self) -> str:
+        return f"cause {self.fingerprint}"
+
+
+class AlertSnooze(models.Model):
+    """An operator's mute of one cause (fingerprint) or one report kind until a time, with a
+    reason. Deaths it covers are counted, not sent; one summary goes out when it ends."""
+
+    fingerprint = models.CharField(max_length=40, blank=True)
+    kind = models.CharField(max_length=64, blank=True)
+    until = models.DateTimeField()
+    reason = models.TextField()
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)  # set when it ends (time up or lifted)
+    ended_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["ended_at", "until"], name="snooze_open_until")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(fingerprint="") & ~models.Q(kind="")) | (~models.Q(fingerprint="") & models.Q(kind="")),
+                name="snooze_cause_or_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"snooze of {self.fingerprint or self.kind} until {self.until:%Y-%m-%d %H:%M}"
 
 
 class BulkActionKind(models.TextChoices):

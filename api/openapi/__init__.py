@@ -5,6 +5,7 @@ every route of the API is documented: change both together."""
 
 from django.conf import settings
 
+from api.openapi.alerts import alert_paths
 from api.openapi.batches import batch_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
@@ -43,6 +44,6 @@ def openapi_document(server_url: str | None = None) -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **batch_paths()},
+        "paths": {**task_paths(), **batch_paths(), **alert_paths()},
         "components": components(),
     }

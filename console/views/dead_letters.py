@@ -15,6 +15,7 @@ from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
 from console.views.common import parse_cursor, pretty_json, wants_partial
 from console.views.tasks import task_state_context
+from deadletters.alerts.causes import new_causes
 from deadletters.filters import FILTER_PARAMS, InvalidFilter, parse_dead_letter_filters
 from deadletters.models import DeadLetterStatus
 from deadletters.selectors import letters as letter_selectors
@@ -130,8 +131,10 @@ def deadletter_groups(request):
         template = "console/_groups_table.html" if wants_partial(request) else "console/groups.html"
         return render(request, template, context, status=_filter_error_status(request))
     groups = letter_selectors.fingerprint_groups(filters)
+    new = new_causes(group.fingerprint for group in groups)
     for group in groups:
         group.list_querystring = filters.querystring(fingerprint=group.fingerprint)
+        group.new_cause, group.new_release = group.fingerprint in new, new.get(group.fingerprint, "")
     context.update(
         filters=filters,
         groups=groups,
@@ -154,7 +157,10 @@ def deadletter_detail(request, letter_id: int):
         raise Http404("No dead letter with this id.")
     task = letter.task
     related, related_count, related_capped = letter_selectors.related_dead_letters(letter)
+    new = new_causes([letter.fingerprint])
     context = {
+        "new_cause": letter.fingerprint in new,
+        "new_release": new.get(letter.fingerprint, ""),
         "letter": letter,
         "task": task,
         "params_json": pretty_json(letter.params),

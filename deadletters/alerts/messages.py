@@ -163,14 +163,34 @@ def _alert_language():
     return translation.override(settings.ALERT_LANGUAGE)
 
 
+def new_cause_line(payload: dict) -> str:
+    """The mark of a cause's first death ("new since release X" when the deployment names one)."""
+    if not payload.get("new"):
+        return ""
+    if payload.get("release"):
+        return _("New cause since release %(release)s: first death of this fingerprint") % {
+            "release": neutral(payload["release"], 60)
+        }
+    return _("New cause: first death of this fingerprint")
+
+
+def render_card(card: dict, robot: RobotConfig) -> tuple[str, dict]:
+    """A channel card (deadletters.alerts.channels.render) as a DingTalk message."""
+    text = "\n".join([f"### {card['title']}", "", *(f"- {line}" for line in card["lines"])])
+    buttons = [(label, link(url, robot)) for label, url in card["links"]]
+    return card["title"], _envelope(card["title"], text, buttons, robot)
+
+
 def render_dead_letter(payload: dict, robot: RobotConfig) -> tuple[str, dict]:
     dl_id = payload["dead_letter_id"]
     kind = neutral(payload.get("kind", ""), TITLE_MAX)
     with _alert_language():
+        new = new_cause_line(payload)
         title = _("Report dead letter: %(kind)s") % {"kind": kind}
         text = "\n".join(
             [
                 "### " + _("Report dead letter"),
+                *([f"**{new}**"] if new else []),
                 "",
                 _field(pgettext("alert field", "Task"), neutral(payload.get("task_id", ""))),
                 _field(pgettext("alert field", "Kind"), kind),
@@ -242,6 +262,8 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
             else:
                 target = link(fingerprint_url(group["fingerprint"]), robot)
                 label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
+                if group.get("new"):
+                    label = f"{_('NEW')} {label}"
             view = pgettext("alert field", "View")
             seen = _("first %(first)s, last %(last)s") % {
                 "first": format_time(group["first"]),

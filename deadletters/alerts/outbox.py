@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import transaction
 
 from deadletters.alerts import messages
+from deadletters.alerts.channels.outbox import fan_out
+from deadletters.alerts.muting import mute_reason
 from deadletters.models import Alert, AlertCategory, AlertStatus
 from transport.connection import redis_connection
 from transport.queues import enqueue_job
@@ -21,17 +23,25 @@ KICK_TTL_SECONDS = 30
 SEND_ALERTS_JOB_FUNC = "deadletters.alerts.jobs.send_alerts_job"
 
 
-def enqueue_dead_letter_alert(*, dead_letter) -> Alert:
-    """Write the outbox row beside the dead letter; the sender is kicked once the death commits."""
+def enqueue_dead_letter_alert(*, dead_letter, cause: dict | None = None) -> Alert:
+    """Write the outbox row beside the dead letter (and its channel deliveries); the sender is
+    kicked once the death commits. `cause` marks a new cause ({"new": True, "release": ...})."""
     configured = bool(settings.DINGTALK_WEBHOOK)
+    muted = mute_reason(dead_letter)
     alert = Alert.objects.create(
         category=AlertCategory.DEAD_LETTER,
         dead_letter=dead_letter,
         fingerprint=dead_letter.fingerprint,
-        payload=messages.dead_letter_payload(dead_letter),
-        status=AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
+        payload={
+            **messages.dead_letter_payload(dead_letter),
+            **(cause or {}),
+            **({"muted": muted} if muted else {}),
+        },
+        status=AlertStatus.MUTED if muted else AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
     )
-    if configured:
+    if muted:
+        return alert
+    if fan_out([alert]) or configured:
         transaction.on_commit(kick_sender, robust=True)
     return alert
 
@@ -57,7 +67,7 @@ def enqueue_batch_summary_alert(
         },
         status=AlertStatus.PENDING if configured else AlertStatus.SKIPPED,
     )
-    if configured:
+    if fan_out([alert]) or configured:
         transaction.on_commit(kick_sender, robust=True)
     return alert
 
@@ -75,5 +85,5 @@ def kick_sender() -> str | None:
         job_id=f"alerts-send-{uuid.uuid4().hex[:16]}",
         timeout=int(settings.DINGTALK_TIMEOUT * settings.DINGTALK_RATE_PER_MINUTE * 2 + 60),
         result_ttl=60,
-        description="send pending DingTalk alerts",
+        description="send pending alerts (DingTalk and ALERT_CHANNELS)",
     )

@@ -26,6 +26,7 @@ from django.db.models import Count, Max, Min, Q
 from redis.exceptions import RedisError
 
 from deadletters.alerts import client, messages
+from deadletters.alerts.channels.render import resolved_card
 from deadletters.alerts.client import RobotConfig, SendResult
 from deadletters.alerts.ratelimit import WINDOW_SECONDS, RobotState
 from deadletters.models import Alert, AlertCategory, AlertMessage, AlertStatus
@@ -153,6 +154,8 @@ class _Sender:
         for alert in alerts:
             if alert.category == AlertCategory.BATCH_SUMMARY:
                 title, body = messages.render_batch_summary(alert.payload, self.robot)
+            elif alert.category == AlertCategory.RESOLVED:
+                title, body = messages.render_card(resolved_card(alert.payload), self.robot)
             else:
                 title, body = messages.render_dead_letter(alert.payload, self.robot)
             with transaction.atomic():
@@ -312,6 +315,7 @@ def digest_groups(message: AlertMessage) -> list[dict]:
         payload = sample.payload if sample else {}
         group["error_type"] = payload.get("error_type", "")
         group["message"] = payload.get("message", "")
+        group["new"] = bool(payload.get("new"))
         if sample is not None and sample.category == AlertCategory.BATCH_SUMMARY:
             group["batch_id"] = payload.get("batch_id", "")
             group["name"] = payload.get("name", "")

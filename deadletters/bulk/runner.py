@@ -24,6 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import LockError
 
+from deadletters.alerts.resolved import announce_bulk_finished
 from deadletters.bulk.apply import apply_to_batch
 from deadletters.bulk.control import enqueue_bulk_job
 from deadletters.bulk.selection import SCOPE_SELECTED, Selection, selection_of
@@ -80,15 +81,20 @@ def _finish(bulk: BulkAction) -> None:
     acted on them first) count as skipped, so processed == total and the bar ends at 100%."""
     bulk.refresh_from_db()
     missing = max(bulk.total - bulk.processed, 0)
-    BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING, processed=bulk.processed).update(
-        status=BulkActionStatus.COMPLETED,
-        finished_at=timezone.now(),
-        processed=bulk.processed + missing,
-        skipped=bulk.skipped + missing,
-        # Letters restored into the selection meanwhile can make processed exceed the first count.
-        total=max(bulk.total, bulk.processed),
-        updated_at=timezone.now(),
-    )
+    with transaction.atomic():  # the notice commits with the completion, or neither does
+        running = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING, processed=bulk.processed)
+        finished = running.update(
+            status=BulkActionStatus.COMPLETED,
+            finished_at=timezone.now(),
+            processed=bulk.processed + missing,
+            skipped=bulk.skipped + missing,
+            # Letters restored into the selection meanwhile can make processed exceed the first count.
+            total=max(bulk.total, bulk.processed),
+            updated_at=timezone.now(),
+        )
+        if finished:
+            bulk.refresh_from_db()
+            announce_bulk_finished(bulk=bulk)
 
 
 def run_bulk_action(

@@ -3,6 +3,7 @@
 
 from django.db import transaction
 
+from deadletters.alerts.resolved import announce_kind_resumed
 from deadletters.audit import REASON_MAX, record_audit
 from reports.models import PausedKind
 from reports.services import pausing
@@ -34,6 +35,7 @@ def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address
 
     Raises KindNotPaused when it was not paused (a second click, another operator)."""
     with transaction.atomic():
+        paused_at = PausedKind.objects.filter(kind=str(kind)).values_list("paused_at", flat=True).first()
         waiting = pausing.resume_kind(kind=kind)
         record_audit(
             action="resume_kind",
@@ -43,4 +45,5 @@ def resume_kind(*, kind: object, actor: str, source: str = "console", ip_address
             item_count=waiting,
             details={"kind": kind},
         )
+        announce_kind_resumed(kind=str(kind), waiting=waiting, paused_at=paused_at)
     return waiting

@@ -3,6 +3,7 @@
 from django.db import transaction
 from django.utils import timezone
 
+from deadletters.alerts.causes import record_death
 from deadletters.alerts.outbox import enqueue_dead_letter_alert
 from deadletters.fingerprints import fingerprint
 from deadletters.models import DeadLetter, DeadLetterStatus
@@ -29,7 +30,7 @@ def create_dead_letter(*, task: ReportTask, failure) -> DeadLetter:
         attempts=task.attempt,
         fingerprint=fingerprint(failure.error_type, failure.message),
     )
-    enqueue_dead_letter_alert(dead_letter=dead_letter)
+    enqueue_dead_letter_alert(dead_letter=dead_letter, cause=record_death(dead_letter=dead_letter))
     return dead_letter
 
 

@@ -14,6 +14,7 @@ from django.urls import URLPattern, get_resolver
 
 from api.openapi import openapi_document
 from api.submit_budget import REPLAY, charge_budget, charge_submit_budget
+from deadletters.models import AlertSnooze
 from reports.models import ReportBatch, TaskStatus
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
@@ -93,6 +94,7 @@ def validate(doc, schema, value, where="$"):
 
 def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
+    path = re.sub(r"^/report/alerts/snooze/[^/]+/lift$", "/report/alerts/snooze/{snooze_id}/lift", path)
     return re.sub(r"^/report/task/[^/]+/(status|replay|output)$", r"/report/task/{task_id}/\1", path)
 
 
@@ -123,6 +125,7 @@ def scenarios(world):
     done, dead, running, gone = world["done"], world["dead"], world["running"], world["gone"]
     missing = uuid.uuid4()
     js = {"content_type": "application/json"}
+    snooze = {"kind": "probe", "minutes": 30, "reason": "noisy during a migration"}
     return [
         ("get", "/report/openapi.json", {}, None),
         ("post", "/report/openapi.json", {}, None),
@@ -211,6 +214,23 @@ def scenarios(world):
         ("get", f"/report/batch/{missing}/status", {}, None),
         ("get", f"/report/batch/{missing}/status", {}, "staff"),
         ("get", "BATCH_STATUS", {}, "token"),
+        # alert snoozes (api/openapi/alerts.py)
+        ("post", "/report/alerts/snooze", {"data": snooze, **js}, "token"),
+        ("post", "/report/alerts/snooze", {"data": "[1]", **js}, "token"),
+        ("post", "/report/alerts/snooze", {"data": snooze, **js}, None),
+        ("post", "/report/alerts/snooze", {"data": snooze, **js}, "reader"),
+        ("get", "/report/alerts/snooze", {}, "token"),
+        ("post", "/report/alerts/snooze", {"data": "{}", "content_type": "text/plain"}, "token"),
+        ("post", "/report/alerts/snooze", {"data": {"minutes": 30, "reason": "both unnamed"}, **js}, "token"),
+        ("get", "/report/alerts/snoozes", {}, "token"),
+        ("get", "/report/alerts/snoozes", {}, None),
+        ("get", "/report/alerts/snoozes", {}, "reader"),
+        ("post", "/report/alerts/snoozes", {}, "token"),
+        ("post", "/report/alerts/snooze/999999/lift", {}, "token"),
+        ("post", "/report/alerts/snooze/999999/lift", {}, None),
+        ("post", "/report/alerts/snooze/999999/lift", {}, "reader"),
+        ("get", "/report/alerts/snooze/999999/lift", {}, "token"),
+        ("post", "SNOOZE_LIFT", {}, "token"),
     ]
 
 
@@ -239,6 +259,8 @@ def test_every_documented_response_happens_and_matches_its_schema(world):
     for method, path, kwargs, credentials in scenarios(world):
         if path == "BATCH_STATUS":
             path = f"/report/batch/{ReportBatch.objects.get().public_id}/status"
+        if path == "SNOOZE_LIFT":
+            path = f"/report/alerts/snooze/{AlertSnooze.objects.get().pk}/lift"
         response = call(world, method, path, kwargs, credentials)
         template = template_of(path)
         status = str(response.status_code)

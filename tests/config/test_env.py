@@ -242,3 +242,38 @@ def test_the_console_and_alert_languages_are_read_from_the_environment(tmp_path)
     assert (chosen["LANGUAGE_CODE"], chosen["ALERT_LANGUAGE"]) == ("'zh-hans'", "'en'")
     with pytest.raises(AssertionError, match="ALERT_LANGUAGE must be one of en, zh-hans, got 'ja'"):
         _settings_with({"ALERT_LANGUAGE": "ja"}, tmp_path)
+
+
+def test_alert_channel_settings_are_read_from_the_environment(tmp_path):
+    channels = '[{"name": "ops", "type": "slack", "url": "https://hooks.slack.invalid/services/T/B/x"}]'
+    values = _settings_with(
+        {
+            "ALERT_CHANNELS": channels,
+            "ALERT_RESOLVED_AFTER_SECONDS": "600",
+            "RELEASE_NAME": " v2.4.1 ",
+            "EMAIL_HOST": "smtp.example.invalid",
+            "EMAIL_PORT": "587",
+            "EMAIL_HOST_USER": "alerts",
+            "EMAIL_HOST_PASSWORD": "mail-pass",
+            "EMAIL_USE_TLS": "true",
+            "EMAIL_USE_SSL": "false",
+            "DEFAULT_FROM_EMAIL": "alerts@example.invalid",
+        },
+        tmp_path,
+    )
+    assert values["ALERT_CHANNELS"] == repr(channels)
+    assert values["ALERT_RESOLVED_AFTER_SECONDS"] == "600" and values["RELEASE_NAME"] == "'v2.4.1'"
+    assert values["EMAIL_HOST"] == "'smtp.example.invalid'" and values["EMAIL_PORT"] == "587"
+    assert values["EMAIL_HOST_USER"] == "'alerts'" and values["EMAIL_HOST_PASSWORD"] == "'mail-pass'"
+    assert values["EMAIL_USE_TLS"] == "True" and values["EMAIL_USE_SSL"] == "False"
+    assert values["DEFAULT_FROM_EMAIL"] == "'alerts@example.invalid'"
+    defaults = _settings_with({}, tmp_path)
+    assert defaults["ALERT_CHANNELS"] == "'[]'" and defaults["ALERT_RESOLVED_AFTER_SECONDS"] == "1800"
+    assert defaults["RELEASE_NAME"] == "''" and defaults["EMAIL_PORT"] == "25"
+
+
+def test_a_malformed_alert_channel_list_fails_at_start_up_without_printing_its_url(tmp_path):
+    bad = '[{"name": "ops", "type": "pager", "url": "https://hooks.invalid/secret-token-0123456789abcdef"}]'
+    result = _storages_with({"ALERT_CHANNELS": bad}, tmp_path)
+    assert result.returncode != 0 and "ALERT_CHANNELS: channel ops: type must be one of" in result.stderr
+    assert "secret-token-0123456789abcdef" not in result.stderr

@@ -8,14 +8,18 @@ from django.utils.translation import ngettext
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
+from deadletters.alerts.channels.sender import retry_failed_channel_messages, send_channel_alerts
+from deadletters.alerts.resolved import announce_resolved_causes
 from deadletters.alerts.sender import retry_failed_alerts, send_pending_alerts
+from deadletters.alerts.snooze import announce_ended_snoozes
 
 logger = logging.getLogger("deadletters.alerts")
 
 
 class Command(BaseCommand):
     help = (
-        "Deliver pending DingTalk alerts from the outbox (one send pass by default). Each dead letter "
+        "Deliver pending alerts from the outbox (one send pass by default), to the DingTalk robot and "
+        "to every channel of ALERT_CHANNELS, each on its own budget. Each dead letter "
         "gets a signed actionCard while the robot's budget (DINGTALK_RATE_PER_MINUTE, shared by all "
         "senders through Redis) allows; a storm is coalesced into digests grouped by error "
         "fingerprint, so every dead letter is counted in some sent message. Failed sends are retried "
@@ -49,7 +53,7 @@ class Command(BaseCommand):
             self.stderr.write(_("--interval must be positive"))
             raise SystemExit(2)
         if retry_failed:
-            count = retry_failed_alerts()
+            count = retry_failed_alerts() + retry_failed_channel_messages()
             self.stdout.write(
                 ngettext("%(n)d failed alert put back to pending", "%(n)d failed alerts put back to pending", count)
                 % {"n": count}
@@ -60,11 +64,15 @@ class Command(BaseCommand):
 
     def _one_pass(self, loop: bool, verbosity: int) -> None:
         try:
+            announce_resolved_causes()
+            announce_ended_snoozes()
             report = send_pending_alerts()
+            reports = [report, *send_channel_alerts()]
         except (RedisError, OperationalError) as exc:
             if not loop:
                 raise
             logger.error("alert pass failed, will try again: %s", exc)
         else:
-            if verbosity >= 2 or (verbosity >= 1 and (not loop or report.did_something)):
-                self.stdout.write(report.summary())
+            for one in reports:
+                if verbosity >= 2 or (verbosity >= 1 and (not loop or one.did_something)):
+                    self.stdout.write(one.summary())

@@ -1,0 +1,124 @@
+"""The alert snooze endpoints of the OpenAPI document."""
+
+from api.openapi.common import FORBIDDEN, MALFORMED, NOT_ALLOWED, NOT_JSON, UNAUTHORIZED, error, needs_scope
+
+_TEXT = "^[^\\u0000]*\\S[^\\u0000]*$"  # some text that is not blank, and no NUL
+_WHO = "Token scope `operator`; sessions: staff with the permission to replay dead letters."
+
+
+def _snooze_schema() -> dict:
+    return {
+        "type": "object",
+        "required": ["id", "fingerprint", "kind", "until", "reason", "created_by", "created_at"],
+        "additionalProperties": False,
+        "properties": {
+            "id": {"type": "integer"},
+            "fingerprint": {"type": ["string", "null"]},
+            "kind": {"type": ["string", "null"]},
+            "until": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string"},
+            "created_by": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+        },
+    }
+
+
+def _json(description: str, schema: dict) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def alert_paths() -> dict:
+    snooze = _snooze_schema()
+    return {
+        "/report/alerts/snooze": {
+            "post": {
+                "operationId": "snoozeAlerts",
+                "summary": "Mute the alerts of a cause or a kind for a time",
+                "description": f"{_WHO} Deaths it covers are counted, not sent; one summary goes out "
+                "when it ends. Audited with the reason.",
+                "security": needs_scope("operator"),
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["minutes", "reason"],
+                                "oneOf": [
+                                    {"required": ["fingerprint"], "not": {"required": ["kind"]}},
+                                    {"required": ["kind"], "not": {"required": ["fingerprint"]}},
+                                ],
+                                "properties": {
+                                    "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
+                                    "kind": {"type": "string", "maxLength": 64, "pattern": _TEXT},
+                                    "minutes": {"type": "integer", "minimum": 1, "maximum": 10080},
+                                    "reason": {"type": "string", "pattern": _TEXT},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _json("The snooze runs.", snooze),
+                    "400": MALFORMED,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "405": NOT_ALLOWED,
+                    "415": NOT_JSON,
+                    "422": error(
+                        "Neither or both of `fingerprint` and `kind`, a malformed fingerprint, minutes "
+                        "outside 1-10080, or no reason (named in `field`)."
+                    ),
+                },
+            }
+        },
+        "/report/alerts/snoozes": {
+            "get": {
+                "operationId": "listSnoozes",
+                "summary": "The snoozes that run now, the soonest to end first",
+                "description": _WHO,
+                "security": needs_scope("operator"),
+                "responses": {
+                    "200": _json(
+                        "Running snoozes.",
+                        {
+                            "type": "object",
+                            "required": ["results"],
+                            "additionalProperties": False,
+                            "properties": {"results": {"type": "array", "items": snooze}},
+                        },
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "405": NOT_ALLOWED,
+                },
+            }
+        },
+        "/report/alerts/snooze/{snooze_id}/lift": {
+            "post": {
+                "operationId": "liftSnooze",
+                "summary": "End a snooze now; its summary goes out with the next send pass",
+                "description": _WHO,
+                "security": needs_scope("operator"),
+                "parameters": [
+                    {"name": "snooze_id", "in": "path", "required": True, "schema": {"type": "integer"}}
+                ],
+                "responses": {
+                    "200": _json(
+                        "Lifted.",
+                        {
+                            "type": "object",
+                            "required": ["ok", "snooze"],
+                            "additionalProperties": False,
+                            "properties": {"ok": {"const": True}, "snooze": snooze},
+                        },
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": error("No running snooze with this id: it ended, was lifted, or never was."),
+                    "405": NOT_ALLOWED,
+                },
+            }
+        },
+    }

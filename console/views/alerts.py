@@ -1,0 +1,60 @@
+"""Snoozed alerts: mute a cause or a kind for a time with a reason (from the causes page or a dead
+letter's page), list the snoozes that run, lift one. Audited by deadletters.alerts.snooze."""
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from console.access import REPLAY_PERMISSION, console_view
+from console.views.common import actor
+from deadletters.alerts.snooze import MAX_MINUTES, SnoozeError, active_snoozes, lift_snooze, snooze_alerts
+from deadletters.audit import REASON_MAX, client_ip
+
+
+def _back(request, fallback: str = "console:alert-snoozes"):
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return redirect(target)
+    return redirect(fallback)
+
+
+@console_view(REPLAY_PERMISSION)
+def snooze_list(request, *, error: str = "", status: int = 200):
+    context = {
+        "snoozes": list(active_snoozes()[:500]),
+        "error": error,
+        "reason_max": REASON_MAX,
+        "max_minutes": MAX_MINUTES,
+    }
+    return render(request, "console/snoozes.html", context, status=status)
+
+
+@require_POST
+@console_view(REPLAY_PERMISSION)
+def snooze_create(request):
+    try:
+        snooze = snooze_alerts(
+            fingerprint=request.POST.get("fingerprint", ""),
+            kind=request.POST.get("kind", ""),
+            minutes=request.POST.get("minutes", ""),
+            reason=request.POST.get("reason", "")[:REASON_MAX],
+            actor=actor(request),
+            ip_address=client_ip(request),
+        )
+    except SnoozeError as exc:
+        return snooze_list(request, error=f"Alerts were not muted: {exc}.", status=400)
+    target = snooze.kind or snooze.fingerprint[:12]
+    messages.success(request, f"Alerts of {target} are muted until {snooze.until:%Y-%m-%d %H:%M %Z}.")
+    return _back(request)
+
+
+@require_POST
+@console_view(REPLAY_PERMISSION)
+def snooze_lift(request, snooze_id: int):
+    lifted = lift_snooze(snooze_id=snooze_id, actor=actor(request), ip_address=client_ip(request))
+    if lifted is None:
+        messages.info(request, "That snooze had already ended.")
+    else:
+        messages.success(request, "Snooze lifted: its summary goes out with the next send pass.")
+    return redirect("console:alert-snoozes")

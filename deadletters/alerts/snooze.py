@@ -1,0 +1,137 @@
+"""Snoozing alerts, as an operator action (console and API call these): mute one cause
+(fingerprint) or one report kind until a time, with a reason, audited. Deaths it covers are
+counted, not sent (deadletters.alerts.muting); when it ends (its time is up, or an operator lifts
+it) one summary says how many died meanwhile."""
+
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from deadletters.alerts.resolved import notice
+from deadletters.audit import REASON_MAX, record_audit
+from deadletters.models import AlertSnooze, DeadLetter
+
+logger = logging.getLogger("deadletters.alerts")
+MAX_MINUTES = 7 * 24 * 60
+
+
+class SnoozeError(ValueError):
+    """Bad snooze input; the message names the field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def snooze_alerts(
+    *,
+    fingerprint: str = "",
+    kind: str = "",
+    minutes,
+    reason: str,
+    actor: str,
+    source: str = "console",
+    ip_address: str | None = None,
+) -> AlertSnooze:
+    fingerprint, kind, reason = (fingerprint or "").strip(), (kind or "").strip(), (reason or "").strip()
+    if bool(fingerprint) == bool(kind):
+        raise SnoozeError("fingerprint", "name either a cause (fingerprint) or a kind, not both")
+    if fingerprint and (len(fingerprint) != 40 or not all(c in "0123456789abcdef" for c in fingerprint)):
+        raise SnoozeError("fingerprint", "a fingerprint is 40 hexadecimal characters")
+    if len(kind) > 64:
+        raise SnoozeError("kind", "a kind has at most 64 characters")
+    try:
+        minutes = int(minutes)
+    except (TypeError, ValueError):
+        raise SnoozeError("minutes", "minutes must be a whole number") from None
+    if not 1 <= minutes <= MAX_MINUTES:
+        raise SnoozeError("minutes", f"minutes must be between 1 and {MAX_MINUTES} (a week)")
+    if not reason:
+        raise SnoozeError("reason", "say why the alerts are muted")
+    now = timezone.now()
+    with transaction.atomic():
+        snooze = AlertSnooze.objects.create(
+            fingerprint=fingerprint,
+            kind=kind,
+            until=now + timedelta(minutes=minutes),
+            reason=reason[:REASON_MAX],
+            created_by=actor[:150],
+            created_at=now,
+        )
+        record_audit(
+            action="snooze_alerts",
+            actor=actor,
+            source=source,
+            ip_address=ip_address,
+            item_count=0,
+            reason=snooze.reason,
+            details={
+                "snooze": snooze.pk,
+                "fingerprint": fingerprint,
+                "kind": kind,
+                "until": snooze.until.isoformat(),
+            },
+        )
+    return snooze
+
+
+def lift_snooze(
+    *, snooze_id: int, actor: str, source: str = "console", ip_address: str | None = None
+) -> AlertSnooze | None:
+    """End a snooze now (its summary goes out with the next pass); None when it had ended already."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not AlertSnooze.objects.filter(pk=snooze_id, ended_at__isnull=True, until__gt=now).update(
+            until=now, ended_by=actor[:150]
+        ):
+            return None
+        snooze = AlertSnooze.objects.get(pk=snooze_id)
+        record_audit(
+            action="lift_snooze",
+            actor=actor,
+            source=source,
+            ip_address=ip_address,
+            item_count=0,
+            details={"snooze": snooze.pk, "fingerprint": snooze.fingerprint, "kind": snooze.kind},
+        )
+    return snooze
+
+
+def active_snoozes():
+    return AlertSnooze.objects.filter(ended_at__isnull=True, until__gt=timezone.now()).order_by("until")
+
+
+def covered_deaths(snooze: AlertSnooze) -> int:
+    scope = Q(fingerprint=snooze.fingerprint) if snooze.fingerprint else Q(kind=snooze.kind)
+    return DeadLetter.objects.filter(
+        scope, created_at__gte=snooze.created_at, created_at__lt=snooze.until
+    ).count()
+
+
+def announce_ended_snoozes(*, clock=time.time) -> int:
+    """One summary per snooze whose time is up; the conditional UPDATE makes it one."""
+    now = datetime.fromtimestamp(clock(), tz=UTC)
+    announced = 0
+    for snooze in AlertSnooze.objects.filter(ended_at__isnull=True, until__lte=now).order_by("id")[:200]:
+        with transaction.atomic():
+            if not AlertSnooze.objects.filter(pk=snooze.pk, ended_at__isnull=True).update(ended_at=now):
+                continue
+            notice(
+                {
+                    "notice": "snooze_ended",
+                    "fingerprint": snooze.fingerprint,
+                    "kind": snooze.kind,
+                    "reason": snooze.reason,
+                    "deaths": covered_deaths(snooze),
+                    "started_at": snooze.created_at.isoformat(),
+                    "until": snooze.until.isoformat(),
+                    "lifted_by": snooze.ended_by,
+                },
+                fingerprint=snooze.fingerprint,
+            )
+        announced += 1
+    return announced
