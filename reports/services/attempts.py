@@ -19,7 +19,6 @@ import reports.services.attempt_sql as attempt_sql
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services.backoff import retry_delay
-from reports.services.enqueue import enqueue_next_attempt_on_commit
 from reports.signals import task_died
 from reports.worker import concurrency
 
@@ -247,8 +246,8 @@ def record_attempt_failure(
         _close_attempt(task_id, attempt, outcome, now, failure, started_at=task.started_at)
         task.refresh_from_db()
         if retry:
-            delay_is_due = next_retry_at <= timezone.now()
-            enqueue_next_attempt_on_commit(task, at=None if delay_is_due else next_retry_at)
+            # Due by its row: whatever runs promote_due_retries (every worker of ours, the reaper)
+            # enqueues it then, so no process that may die holds the due time.
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome, next_retry_at)
             return TaskStatus.RETRYING
         task_died.send(sender=ReportTask, task=task, failure=failure)

@@ -16,6 +16,7 @@ from reports.errors import WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
 from reports.services import FailureInfo, complete_task, record_attempt_failure, renew_lease
+from reports.services.due_retries import promote_due_retries
 from reports.worker import concurrency, report_job
 from reports.worker.horse import describe_exit
 
@@ -106,11 +107,25 @@ class AttemptRecorder:
 
         if result.status == ABANDONED:
             logger.warning("task %s attempt %s: %s", task.pk, task.attempt, result.failure.message)
-        if self._with_retries("failure record", task, fail, tries=tries) is not None:
+        status = self._with_retries("failure record", task, fail, tries=tries)
+        if status is not None:
             # Nothing a failed attempt wrote is kept (a killed horse may leave a whole file).
             remove_attempt_output(str(task.public_id), task.attempt)
             if result.status == ABANDONED:
                 remove_scratch(str(task.public_id), task.attempt)
+        if status == TaskStatus.RETRYING:
+            self.promote_due()  # a retry due at once (no backoff) runs without waiting for a loop
+
+    def promote_due(self) -> int:
+        """Enqueue the retries that are due (reports/services/due_retries.py); never raises."""
+        try:
+            return promote_due_retries()
+        except DatabaseError as exc:
+            logger.error("promoting due retries failed: %s", exc)
+            connection.close()
+        except Exception:
+            logger.exception("promoting due retries failed")
+        return 0
 
     def _with_retries(self, what: str, task: ReportTask, step, tries: int = len(RETRY_DELAYS) + 1):
         for n in range(tries):

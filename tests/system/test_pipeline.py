@@ -1,5 +1,5 @@
 """The task state machine end to end, through real worker processes and a real Redis, with the
-forking ReportWorker and with SimpleReportWorker (same guarantees, no fork)."""
+pool worker (the default), the forking ReportWorker and SimpleReportWorker (same guarantees)."""
 
 from pathlib import Path
 
@@ -14,7 +14,10 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=[None, "reports.worker.process.SimpleReportWorker"], ids=["fork", "simple"])
+@pytest.fixture(
+    params=[None, "reports.worker.process.ReportWorker", "reports.worker.process.SimpleReportWorker"],
+    ids=["pool", "fork", "simple"],
+)
 def worker_class(request):
     return request.param
 
