@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from redis.exceptions import RedisError
-from rq.job import Job, JobStatus
+from rq.job import Job
+from rq.executions import Execution
 from rq.queue import Queue
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
 from reports.models import ReportTask
-from reports.worker import pool_horses, report_job
+from reports.worker import pool_horses, pool_rq, report_job
 from reports.worker.pool_horses import Horse
 from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
 from reports.worker.records import horse_exit_result
@@ -42,7 +43,7 @@ class _InFlight:
     queue: Queue
     task: ReportTask
     horse: Horse
-    execution: object
+    execution: Execution | None
     overrun_at: float | None
     killed_for_overrun: bool = False
     taken_back: bool = False
@@ -123,20 +124,17 @@ class PoolReportWorker(ReportWorker):
 
     def _run_claimed(self, job, queue, task: ReportTask) -> None:
         horse, self._chosen = self._chosen, None
-        self.execution = None
-        execution = self.prepare_execution(job)
         timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
         overrun_at = None
         if timeout > 0:
             # The horse's own alarm ends the kind at the timeout; this is for a horse stuck where
             # signals do not reach Python (C code, a stopped process).
             overrun_at = time.monotonic() + timeout + 2 * settings.REPORT_HEARTBEAT_SECONDS
-        self._inflight[horse.pid] = _InFlight(job, queue, task, horse, execution, overrun_at)
+        inflight = self._inflight[horse.pid] = _InFlight(job, queue, task, horse, None, overrun_at)
         try:
-            self.prepare_job_execution(job, remove_from_intermediate_queue=len(self.queues) == 1)
+            inflight.execution = pool_rq.start(self, job, queue)
         except RedisError as exc:  # the database is the truth; RQ's registries can wait
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
-        job.started_at = rq_now()
         try:
             horse.send(pool_horses.request_bytes(report_job.HandedOver.of(task), timeout))
         except OSError as exc:  # the horse died just now: _service records its death
@@ -236,6 +234,8 @@ class PoolReportWorker(ReportWorker):
                 logger.warning("task %s attempt %s was taken back; stopping its work-horse", task.pk, task.attempt)
                 inflight.taken_back = True
                 pool_horses.kill(inflight.horse)
+            if inflight.execution is None:
+                continue
             self.execution = inflight.execution
             try:
                 self.maintain_heartbeats(inflight.job)
@@ -286,13 +286,10 @@ class PoolReportWorker(ReportWorker):
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
     def _finish_in_rq(self, inflight: _InFlight, return_value: str) -> None:
-        job = inflight.job
-        job.ended_at = rq_now()
-        job._result = return_value
-        job._status = JobStatus.FINISHED
-        self.execution = inflight.execution
+        if inflight.execution is None:
+            return  # its start never reached Redis
         try:
-            self.handle_job_success(job=job, queue=inflight.queue, started_job_registry=inflight.queue.started_job_registry)
+            pool_rq.finish(self, inflight.job, inflight.execution, return_value)
         except RedisError as exc:
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 

@@ -65,6 +65,7 @@ def serve(requests_fd: int, results_fd: int) -> None:
             return
         task_id, attempt, kind, params, public_id, timeout = json.loads(data)
         handed = report_job.HandedOver(task_id, attempt, kind, params, public_id)
+        os.environ["RQ_JOB_ID"] = f"report-{task_id}-{attempt}"  # as RQ's own horse has it
         try:
             if timeout and timeout > 0:
                 with UnixSignalDeathPenalty(timeout, JobTimeoutException, job_id=f"report-{task_id}-{attempt}"):
