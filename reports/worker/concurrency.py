@@ -141,6 +141,20 @@ def wake(kind: str, *, releasing: str | None = None) -> int:
         members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit)
     else:
         members = conn.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, releasing)
+    return enqueue_woken(kind, members)
+
+
+def release_and_wake_in(pipe, *, kind: str, task_id: int, attempt: int) -> bool:
+    """release_and_wake as one command of the caller's pipeline; True when the kind is capped
+    (its reply, for enqueue_woken, is then the pipeline's next one)."""
+    limit = limit_for(kind)
+    if limit is None:
+        return False
+    pipe.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, holder(task_id, attempt))
+    return True
+
+
+def enqueue_woken(kind: str, members: list[bytes]) -> int:
     items = []
     for raw in members:
         task_id, attempt, priority, timeout = raw.decode().split(":")

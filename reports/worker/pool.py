@@ -143,10 +143,9 @@ class PoolReportWorker(ReportWorker):
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
         try:
-            result = self.queue_class.dequeue_any(
-                self._ordered_queues, None, connection=self.connection, job_class=self.job_class,
-                serializer=self.serializer, death_penalty_class=self.death_penalty_class,
-            )
+            result = pool_rq.dequeue(self)
+            while result is pool_rq.GONE:
+                result = pool_rq.dequeue(self)
         except RedisError as exc:
             logger.error("dequeue failed: %s", exc)
             self._service(1.0)
@@ -252,7 +251,7 @@ class PoolReportWorker(ReportWorker):
         result = report_job.RunResult.from_bytes(frame)
         if result is None:
             result = horse_exit_result(b"", None, overrun=False)
-        self._recorder.record(inflight.task, result)
+        self._recorder.record(inflight.task, result, release_slot=False)
         self._finish_in_rq(inflight, result.status)
         if (
             horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
@@ -286,11 +285,9 @@ class PoolReportWorker(ReportWorker):
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
     def _finish_in_rq(self, inflight: _InFlight, return_value: str) -> None:
-        if inflight.execution is None:
-            return  # its start never reached Redis
         try:
-            pool_rq.finish(self, inflight.job, inflight.execution, return_value)
-        except RedisError as exc:
+            pool_rq.finish(self, inflight.job, inflight.execution, return_value, task=inflight.task)
+        except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
     # --- a job that is not a report attempt, in a horse of its own -------------------------

@@ -5,11 +5,51 @@ StartedJobRegistry, FinishedJobRegistry, Result, the job hash and the worker's c
 info`, the dashboards and RQ's registry cleaning read them as usual. Report jobs never have
 dependents or repeats, which is what lets the end skip rq.Worker's WATCH loop."""
 
+import logging
+
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
+
+from reports.worker import concurrency
+
+logger = logging.getLogger("reports.worker")
+
+
+# KEYS: the queues in order; ARGV[1]: the job key prefix. The first job id and its hash, as
+# rq.Queue.dequeue_any's LPOP and Job.fetch's HGETALL would read them, in one round trip.
+_POP = """
+for _, key in ipairs(KEYS) do
+  local id = redis.call('LPOP', key)
+  if id then
+    return {key, id, redis.call('HGETALL', ARGV[1] .. id)}
+  end
+end
+return false
+"""
+GONE = object()
+
+
+def dequeue(worker):
+    """(job, queue), None when the queues are empty, or GONE for an id whose job hash is gone
+    (RQ skips those too) or that is no job id at all."""
+    queues = worker._ordered_queues
+    reply = worker.connection.eval(_POP, len(queues), *(q.key for q in queues), Job.redis_job_namespace_prefix)
+    if not reply:
+        return None
+    key, job_id, flat = reply
+    queue = next(q for q in queues if q.key == key.decode())
+    try:
+        job = worker.job_class(job_id.decode(), connection=worker.connection, serializer=worker.serializer)
+        if not flat:
+            return GONE
+        job.restore(dict(zip(flat[::2], flat[1::2], strict=True)))
+    except Exception as exc:
+        logger.error("dropped queue entry %r of %s: %s: %s", job_id[:200], queue.name, type(exc).__name__, exc)
+        return GONE
+    return job, queue
 
 
 def start(worker, job: Job, queue: Queue) -> Execution:
@@ -26,12 +66,20 @@ def start(worker, job: Job, queue: Queue) -> Execution:
     return execution
 
 
-def finish(worker, job: Job, execution: Execution, return_value: str) -> None:
+def finish(worker, job: Job, execution: Execution | None, return_value: str, *, task) -> None:
+    """The RQ job's end, with the release of the attempt's concurrency slot (and the wake-up of
+    its waiters) in the same pipeline."""
     job.ended_at = rq_now()
     job._result = return_value
     job._status = JobStatus.FINISHED
     result_ttl = job.get_result_ttl(worker.default_result_ttl)
     with worker.connection.pipeline(transaction=False) as pipe:
+        capped = concurrency.release_and_wake_in(pipe, kind=task.kind, task_id=task.pk, attempt=task.attempt)
+        if execution is None:  # its start never reached Redis
+            woken = pipe.execute()[0] if capped else []
+            if woken:
+                concurrency.enqueue_woken(task.kind, woken)
+            return
         worker.increment_successful_job_count(pipeline=pipe)
         if job.started_at is not None:
             worker.increment_total_working_time(job.ended_at - job.started_at, pipe)
@@ -43,4 +91,6 @@ def finish(worker, job: Job, execution: Execution, return_value: str) -> None:
         job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
         worker.set_current_job_id(None, pipeline=pipe)
         execution.delete(job=job, pipeline=pipe)
-        pipe.execute()
+        replies = pipe.execute()
+    if capped and replies[0]:
+        concurrency.enqueue_woken(task.kind, replies[0])

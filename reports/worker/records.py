@@ -59,12 +59,14 @@ class AttemptRecorder:
             connection.close()
             return None
 
-    def record(self, task: ReportTask, result: "report_job.RunResult") -> None:
+    def record(self, task: ReportTask, result: "report_job.RunResult", *, release_slot: bool = True) -> None:
+        """`release_slot=False`: the caller releases the attempt's concurrency slot itself (the
+        pool worker does it in the pipeline that ends the RQ job)."""
         if result.status == report_job.DONE:
             self._complete(task, result)
         else:
             self._fail(task, result)
-        if concurrency.limit_for(task.kind) is not None:
+        if release_slot and concurrency.limit_for(task.kind) is not None:
             try:  # only now: the row left `running`, so the cap holds in the database too
                 concurrency.release_and_wake(kind=task.kind, task_id=task.pk, attempt=task.attempt)
             except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
