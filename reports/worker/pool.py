@@ -68,7 +68,9 @@ class PoolReportWorker(ReportWorker):
                 self._drain()
                 return None
             if not self._inflight:
-                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+                # A job waiting now is taken at once; RQ's blocking wait is for an empty queue.
+                result = self._dequeue_now()
+                return result if result is not None else super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
             if not self._idle:
                 self._service(self._beat_wait())
                 continue
