@@ -13,9 +13,10 @@ import os
 import select
 import signal
 import struct
+import time
 from dataclasses import dataclass, field
 
-from django.db import close_old_connections
+from django.db import connections
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from reports.services import FailureInfo
@@ -23,6 +24,8 @@ from reports.worker import horse as fork_side
 from reports.worker import report_job
 
 _LENGTH = struct.Struct(">I")
+CONNECTION_IDLE_SECONDS = 60.0
+_connections_used_at = 0.0
 
 
 def write_frame(fd: int, payload: bytes) -> None:
@@ -63,6 +66,8 @@ def serve(requests_fd: int, results_fd: int) -> None:
         data = read_frame(requests_fd)
         if data is None:
             return
+        if time.monotonic() - _connections_used_at > CONNECTION_IDLE_SECONDS:
+            connections.close_all()  # idle too long: the next query connects anew
         task_id, attempt, kind, params, public_id, timeout = json.loads(data)
         handed = report_job.HandedOver(task_id, attempt, kind, params, public_id)
         os.environ["RQ_JOB_ID"] = f"report-{task_id}-{attempt}"  # as RQ's own horse has it
@@ -75,8 +80,21 @@ def serve(requests_fd: int, results_fd: int) -> None:
         except JobTimeoutException as exc:  # the alarm rang between the kind's end and its cancel
             result = report_job.RunResult(report_job.TIMEOUT, failure=FailureInfo.from_exception(exc))
         write_frame(results_fd, result.to_bytes())
-        # A report that read data keeps its connection for the next one, unless it is broken or old.
-        close_old_connections()
+        _keep_usable_connections()
+
+
+def _keep_usable_connections() -> None:
+    """A horse keeps the connection a report opened for the next report (a connection costs
+    milliseconds, the point of a long-lived horse), unless an error touched it or it sat idle
+    long enough for a server or a proxy to have dropped it."""
+    global _connections_used_at
+    now = time.monotonic()
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None:
+            continue
+        if conn.errors_occurred or conn.in_atomic_block or now - _connections_used_at > CONNECTION_IDLE_SECONDS:
+            conn.close()
+    _connections_used_at = now
 
 
 @dataclass

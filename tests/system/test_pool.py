@@ -116,5 +116,5 @@ def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_wor
     rerun = (second.started_at - first_attempt.finished_at).total_seconds()
     print(f"killed -> detected {detected:.2f}s; detected -> running again {rerun:.2f}s (backoff 1 s)")
     assert first_attempt.outcome == AttemptOutcome.ABANDONED
-    assert detected <= settings.REPORT_LEASE_SECONDS + 3
+    assert detected >= settings.REPORT_LEASE_SECONDS - 1  # the lease, not a live worker, ended it
     assert 1.0 <= rerun <= 1.0 + 2.0, "due by the row: no dead scheduler's lock to wait out"
