@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from redis.exceptions import RedisError
-from rq.job import Job
 from rq.executions import Execution
+from rq.job import Job
 from rq.queue import Queue
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
@@ -290,7 +290,7 @@ class PoolReportWorker(ReportWorker):
         try:
             pool_rq.finish(self, inflight.job, inflight.execution, return_value, task=inflight.task)
         except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
-            logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
+            logger.error("RQ bookkeeping of job %s failed: %s", inflight.job.id, exc)
 
     # --- a job that is not a report attempt, in a horse of its own -------------------------
 
