@@ -114,12 +114,14 @@ def test_timeout_is_recorded_and_retried(start_worker, worker_class, fast_retrie
     assert DeadLetter.objects.get(task=task).error_type == "rq.timeouts.JobTimeoutException"
 
 
-def test_retry_waits_for_the_backoff_through_rq_scheduler(start_worker, worker_class, settings):
+def test_retry_waits_for_the_backoff_due_by_its_row(start_worker, worker_class, settings, redis_conn):
     settings.REPORT_RETRY_BACKOFF = (2.0,)
     settings.REPORT_RETRY_JITTER = 0.0
     start_worker(worker_class=worker_class)
     task = submit_task(kind="probe", params={"fail_attempts": 1}).task
 
+    wait_until(finished(task.pk, TaskStatus.RETRYING), message="the first attempt to fail")
+    assert redis_conn.zcard("rq:scheduled:default") == 0, "no scheduler holds the due time"
     done = wait_until(finished(task.pk), message="the retried task to finish")
 
     first, second = done.attempts.order_by("number")
