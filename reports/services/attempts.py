@@ -111,9 +111,10 @@ def _claim_lean(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | Cla
             if not concurrency.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
                 transaction.set_rollback(True)
                 return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
-            with connection.cursor() as cursor:
-                params = attempt_sql.attempt_params(attempt=attempt, worker=worker, now=now)
-                attempt_sql.insert_attempt(cursor, task_id=task_id, attempt_params=params)
+            if not attempt_sql.claim_inserts_attempt():
+                with connection.cursor() as cursor:
+                    params = attempt_sql.attempt_params(attempt=attempt, worker=worker, now=now)
+                    attempt_sql.insert_attempt(cursor, task_id=task_id, attempt_params=params)
     return task if task is not None else _why_not_claimed(task_id, attempt)
 
 
