@@ -133,14 +133,19 @@ class PoolReportWorker(ReportWorker):
             # signals do not reach Python (C code, a stopped process).
             overrun_at = time.monotonic() + timeout + 2 * settings.REPORT_HEARTBEAT_SECONDS
         inflight = self._inflight[horse.pid] = _InFlight(job, queue, task, horse, None, overrun_at)
+        sent = False
         try:
-            inflight.execution = pool_rq.start(self, job, queue)
-        except RedisError as exc:  # the database is the truth; RQ's registries can wait
-            logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
-        try:
+            try:
+                inflight.execution = pool_rq.start(self, job, queue)
+            except RedisError as exc:  # the database is the truth; RQ's registries can wait
+                logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
             horse.send(pool_horses.request_bytes(report_job.HandedOver.of(task), timeout))
-        except OSError as exc:  # the horse died just now: _service records its death
+            sent = True
+        except OSError as exc:  # the horse died just now
             logger.warning("work-horse %s took no request (%s)", horse.pid, exc)
+        finally:
+            if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
+                pool_horses.kill(horse)
 
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
