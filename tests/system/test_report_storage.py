@@ -111,16 +111,17 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
 
 def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_leases):
     stalled = start_worker()
-    task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
+    task = submit_task(kind="probe", params={"sleep_seconds": 5}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
     freeze_between_heartbeats(stalled, task)
     try:
-        # Taken back before its horse wrote anything; the horse uploads afterwards.
+        # Taken back before its horse wrote anything (a 2 s lease, a 5 s report, room for a slow
+        # reaper pass on a loaded machine); the horse uploads afterwards.
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the late upload")
     finally:
         os.kill(stalled.pid, signal.SIGCONT)
-    # Only the fence can remove it now: attempt 2 (3 s) is far from done when this must hold.
+    # Only the fence can remove it now: attempt 2 (5 s) is far from done when this must hold.
     wait_until(lambda: outputs_of(task) == [], timeout=2, interval=0.02, message="the late upload to be deleted")
     assert "late finisher fenced" in stalled.output()
     wait_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="attempt 2 to finish")
