@@ -8,13 +8,15 @@ at its default interval (REAPER_INTERVAL, 5 s), against 2 `manage.py rqworker` p
                heartbeat lapsed, takes the attempt back
       parent   the worker process only: its horse dies with it; the reaper as above
     -> the attempt recorded `abandoned` (retry decided) and -> the next attempt running (claimed
-    by a worker). The retry backoff is set to 0 so the figure is the recovery, not the policy:
-    with the default REPORT_RETRY_BACKOFF the next attempt starts its first step (10 s, +20 %
-    jitter at most) after the retry is decided.
+    by a worker). The retry backoff is set to 1 s (no jitter), so "decided -> running" shows what
+    promoting a due retry costs beyond its backoff, whichever process died: the due time is on
+    the task row (reports/services/due_retries.py), not in a scheduler's lock.
 (b) A task's final failure (the dead letter's created_at) -> the request at a local fake DingTalk
     robot (tests/dingtalk_fake.py), delivered by the send job the death kicks onto the `high` queue.
 
-    .venv/bin/python bench/recovery_latency.py [--rounds 5] [--postgres ADMIN_URL]
+    .venv/bin/python bench/recovery_latency.py [--rounds 5] [--postgres ADMIN_URL] [--worker-class PATH]
+
+The workers are RQ["WORKER_CLASS"] (the pool worker) unless --worker-class names another.
 """
 
 import os
@@ -37,12 +39,13 @@ def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--scenarios", default="horse,worker,parent")
+    p.add_argument("--worker-class", default="")
     args = p.parse_args()
     robot = FakeDingTalk(secret=SECRET).start()
     bench = _common.setup(
         postgres=args.postgres,
         extra_env={
-            "REPORT_RETRY_BACKOFF": "0",
+            "REPORT_RETRY_BACKOFF": "1",
             "REPORT_RETRY_JITTER": "0",
             "DINGTALK_WEBHOOK": robot.webhook,
             "DINGTALK_SECRET": SECRET,
@@ -68,18 +71,24 @@ def wait_for(predicate, timeout=120.0, interval=0.01, what="a condition"):
         time.sleep(interval)
 
 
-def horse_of(worker_pid: int) -> int | None:
+def horses_of(worker_pid: int) -> list[int]:
+    """A worker's children in process groups of their own: its horse, or its pool of horses."""
     try:
         children = Path(f"/proc/{worker_pid}/task/{worker_pid}/children").read_text().split()
     except FileNotFoundError:
-        return None
+        return []
+    horses = []
     for child in map(int, children):
         try:
             if os.getpgid(child) == child:
-                return child
+                horses.append(child)
         except ProcessLookupError:
             continue
-    return None
+    return horses
+
+
+def horse_of(worker_pid: int) -> int | None:
+    return next(iter(horses_of(worker_pid)), None)
 
 
 def run(bench, robot, args) -> None:
@@ -90,16 +99,17 @@ def run(bench, robot, args) -> None:
     from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
     from reports.services import submit_task
 
-    print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker (reports.worker.process.ReportWorker) with "
+    worker_class = args.worker_class or settings.RQ["WORKER_CLASS"]
+    print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker ({worker_class}) with "
           f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, "
           f"lease {settings.REPORT_LEASE_SECONDS:g} s, `reap_tasks --loop` every {settings.REAPER_INTERVAL} s, "
-          f"retry backoff 0, database {connection.vendor}")
+          f"retry backoff 1 s, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
     workers: dict[str, subprocess.Popen] = {}
 
     def start() -> None:
         name = f"latency-{len(workers) + 1}"  # a new name: the dead worker's key lingers in Redis
-        workers[name] = _common.start_worker(bench, name=name, burst=False, worker_class="reports.worker.process.ReportWorker",
+        workers[name] = _common.start_worker(bench, name=name, burst=False, worker_class=worker_class,
                                              queues=("high", "default", "low"), scheduler=True)
 
     for _ in (1, 2):
@@ -117,9 +127,9 @@ def run(bench, robot, args) -> None:
             attempt = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=1).first(),
                                what=f"attempt 1 of task {task.pk} (logs in {bench.tmp})")
             time.sleep(rng.uniform(0.3, 2.5))  # mid-task, at a random moment of the heartbeat cycle
-            name = attempt.worker.rsplit(" pid ", 1)[0]
+            name, _, pooled = attempt.worker.rsplit(" pid ", 1)[0].partition(" horse ")
             worker_pid = int(attempt.worker.rsplit(" pid ", 1)[1])
-            horse = horse_of(worker_pid)
+            horse = int(pooled) if pooled else horse_of(worker_pid)  # a pool worker names it
             if horse is None and scenario == "horse":
                 raise SystemExit(f"no work-horse found under worker {worker_pid}")
             killed = time.time()
@@ -127,8 +137,8 @@ def run(bench, robot, args) -> None:
                 os.kill(horse, signal.SIGKILL)
             elif scenario == "worker":  # as an OOM kill of the container would
                 os.killpg(worker_pid, signal.SIGKILL)
-                if horse:
-                    os.kill(horse, signal.SIGKILL)
+                for child in horses_of(worker_pid):
+                    os.kill(child, signal.SIGKILL)
             else:
                 os.kill(worker_pid, signal.SIGKILL)
             second = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=2).first(), interval=0.005,
@@ -139,7 +149,8 @@ def run(bench, robot, args) -> None:
             running = second.started_at.timestamp() - killed
             figures.setdefault(scenario, []).append((decided, running))
             print(f"{scenario:6} round {r}: kill -> retry decided {decided:6.2f}s, -> next attempt running "
-                  f"{running:6.2f}s ({first.error_type.rsplit('.', 1)[1]})", flush=True)
+                  f"{running:6.2f}s; decided -> running {running - decided:5.2f}s (backoff 1 s) "
+                  f"({first.error_type.rsplit('.', 1)[1]})", flush=True)
             if scenario != "horse":
                 workers[name].wait(10)
                 start()  # the supervisor (systemd, `manage.py up`) starts a worker again
@@ -147,8 +158,11 @@ def run(bench, robot, args) -> None:
                      what=f"task {task.pk} to finish (logs in {bench.tmp})")
     for scenario, rows in figures.items():
         decided, running = [row[0] for row in rows], [row[1] for row in rows]
+        rerun = [row[1] - row[0] for row in rows]
         print(f"{scenario:6}: kill -> next attempt running median {statistics.median(running):.2f}s "
-              f"(max {max(running):.2f}s); kill -> retry decided median {statistics.median(decided):.2f}s")
+              f"(max {max(running):.2f}s); kill -> retry decided median {statistics.median(decided):.2f}s "
+              f"(max {max(decided):.2f}s); decided -> running median {statistics.median(rerun):.2f}s "
+              f"(max {max(rerun):.2f}s, backoff 1 s)")
 
     alert_lat = []
     for r in range(1, args.rounds + 1):

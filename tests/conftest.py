@@ -166,7 +166,13 @@ def work_horse_of(worker_pid: int, *, timeout: float = 10.0) -> int:
 
 
 def horse_pid_of_running_attempt(task) -> int:
-    """The work-horse running the task's current attempt."""
+    """The work-horse running the task's current attempt: a pool worker names it in the attempt
+    row ("<worker> horse <pid> pid <pid>"); a forking worker has only the one."""
+    from reports.models import AttemptOutcome
+
+    worker = task.attempts.get(number=task.attempt, outcome=AttemptOutcome.RUNNING).worker
+    if " horse " in worker:
+        return int(worker.rsplit(" horse ", 1)[1].split()[0])
     return work_horse_of(worker_pid_of_running_attempt(task))
 
 
@@ -204,6 +210,9 @@ def _subprocess_env(redis_server, media_root, settings):
         REPORT_MAX_ATTEMPTS=str(settings.REPORT_MAX_ATTEMPTS),
         REPORT_JOB_TIMEOUT=str(settings.REPORT_JOB_TIMEOUT),
         REPORT_HEARTBEAT_SECONDS=str(settings.REPORT_HEARTBEAT_SECONDS),
+        REPORT_WORKER_CONCURRENCY=str(settings.REPORT_WORKER_CONCURRENCY),
+        REPORT_HORSE_MAX_TASKS=str(settings.REPORT_HORSE_MAX_TASKS),
+        REPORT_HORSE_MAX_RSS_MB=str(settings.REPORT_HORSE_MAX_RSS_MB),
         REPORT_LEASE_SECONDS=str(settings.REPORT_LEASE_SECONDS),
         RQ_ACCEPT_PICKLED_JOBS="1" if settings.RQ_ACCEPT_PICKLED_JOBS else "0",
         PYTHONUNBUFFERED="1",
@@ -278,8 +287,8 @@ _worker_numbers = itertools.count(1)
 
 @pytest.fixture
 def start_worker(subprocess_env, redis_conn, tmp_path, request):
-    """Factory: start_worker(**env) starts a worker process (reports.worker.process.ReportWorker unless
-    worker_class says otherwise) and waits until it listens."""
+    """Factory: start_worker(**env) starts a worker process (RQ["WORKER_CLASS"], the pool worker,
+    unless worker_class says otherwise) and waits until it listens."""
     started: list[WorkerProcess] = []
 
     def start(

@@ -53,7 +53,9 @@ def _db_time(value: datetime):
 def claim(
     *, task_id: int, attempt: int, worker: str, now: datetime, lease_until: datetime, in_transaction: bool
 ) -> ReportTask | None:
-    """The claim's UPDATE (and, unless `in_transaction`, the attempt row). None: no row matched."""
+    """The claim's UPDATE and the attempt row; None: no row matched. `in_transaction`: the caller's
+    transaction takes a concurrency slot after the claim, and rolls both back without one (on
+    SQLite it inserts the attempt row itself once it holds the slot)."""
     started, lease = _db_time(now), _db_time(lease_until)
     claim_params = [
         TaskStatus.RUNNING, attempt, started, lease, started,
@@ -61,11 +63,11 @@ def claim(
     ]  # fmt: skip
     attempt_params = [attempt, worker[:200], started, AttemptOutcome.RUNNING]
     with connection.cursor() as cursor:
-        if in_transaction:  # the caller inserts the attempt row once it holds a concurrency slot
-            cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
-            row = cursor.fetchone()
-        elif connection.vendor == "postgresql":
+        if connection.vendor == "postgresql":  # one statement, in the caller's transaction or not
             cursor.execute(_CLAIM_PG, claim_params + attempt_params)
+            row = cursor.fetchone()
+        elif in_transaction:
+            cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
             row = cursor.fetchone()
         else:
             with transaction.atomic():
@@ -91,6 +93,10 @@ def claim(
         lease_expires_at=lease_until,
         updated_at=now,
     )
+
+
+def claim_inserts_attempt() -> bool:
+    return connection.vendor == "postgresql"
 
 
 def insert_attempt(cursor, *, task_id: int, attempt_params: list) -> None:

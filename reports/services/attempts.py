@@ -19,7 +19,6 @@ import reports.services.attempt_sql as attempt_sql
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services.backoff import retry_delay
-from reports.services.enqueue import enqueue_next_attempt_on_commit
 from reports.signals import task_died
 from reports.worker import concurrency
 
@@ -113,9 +112,10 @@ def _claim_lean(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | Cla
             if not concurrency.acquire(kind=task.kind, task_id=task_id, attempt=attempt, lease_seconds=slot_lease):
                 transaction.set_rollback(True)
                 return _NoSlot(kind=task.kind, priority=task.priority, timeout=task.timeout_seconds)
-            with connection.cursor() as cursor:
-                params = attempt_sql.attempt_params(attempt=attempt, worker=worker, now=now)
-                attempt_sql.insert_attempt(cursor, task_id=task_id, attempt_params=params)
+            if not attempt_sql.claim_inserts_attempt():
+                with connection.cursor() as cursor:
+                    params = attempt_sql.attempt_params(attempt=attempt, worker=worker, now=now)
+                    attempt_sql.insert_attempt(cursor, task_id=task_id, attempt_params=params)
     return task if task is not None else _why_not_claimed(task_id, attempt)
 
 
@@ -248,8 +248,8 @@ def record_attempt_failure(
         _close_attempt(task_id, attempt, outcome, now, failure, started_at=task.started_at)
         task.refresh_from_db()
         if retry:
-            delay_is_due = next_retry_at <= timezone.now()
-            enqueue_next_attempt_on_commit(task, at=None if delay_is_due else next_retry_at)
+            # Due by its row: whatever runs promote_due_retries (every worker of ours, the reaper)
+            # enqueues it then, so no process that may die holds the due time.
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome, next_retry_at)
             return TaskStatus.RETRYING
         task_died.send(sender=ReportTask, task=task, failure=failure)

@@ -126,13 +126,35 @@ def parked_ids(kind: str, members: list[tuple[int, int, str, int]]) -> set[int]:
     return {member[0] for member, score in zip(members, scores, strict=True) if score is not None}
 
 
-def wake(kind: str) -> int:
-    """Enqueue as many waiting attempts as the kind has free slots; returns how many."""
+# The same, after releasing the holder ARGV[2]: one round trip for an attempt's end.
+_RELEASE_AND_WAKE = "redis.call('ZREM', KEYS[1], ARGV[2])" + _WAKE
+
+
+def wake(kind: str, *, releasing: str | None = None) -> int:
+    """Enqueue as many waiting attempts as the kind has free slots (after releasing the holder
+    `releasing`, when given); returns how many."""
     limit = limit_for(kind)
     if limit is None:
         return 0
     conn = redis_connection()
-    members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit)
+    if releasing is None:
+        members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit)
+    else:
+        members = conn.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, releasing)
+    return enqueue_woken(kind, members)
+
+
+def release_and_wake_in(pipe, *, kind: str, task_id: int, attempt: int) -> bool:
+    """release_and_wake as one command of the caller's pipeline; True when the kind is capped
+    (its reply, for enqueue_woken, is then the pipeline's next one)."""
+    limit = limit_for(kind)
+    if limit is None:
+        return False
+    pipe.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, holder(task_id, attempt))
+    return True
+
+
+def enqueue_woken(kind: str, members: list[bytes]) -> int:
     items = []
     for raw in members:
         task_id, attempt, priority, timeout = raw.decode().split(":")
@@ -148,8 +170,7 @@ def wake(kind: str) -> int:
 def release_and_wake(*, kind: str, task_id: int, attempt: int) -> None:
     if limit_for(kind) is None:
         return
-    release(kind=kind, task_id=task_id, attempt=attempt)
-    wake(kind)
+    wake(kind, releasing=holder(task_id, attempt))
 
 
 def wake_all() -> int:

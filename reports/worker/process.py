@@ -84,6 +84,7 @@ class ReportScheduler(RQScheduler):
 
 _worker_pid = 0  # set in the worker process; its horses (and RQ's scheduler) are other pids
 REDIS_HEARTBEAT_SECONDS = 1.0
+PROMOTE_EVERY_SECONDS = 0.5
 
 
 class _AttemptOwner:
@@ -100,6 +101,7 @@ class _AttemptOwner:
         self._claim_failures = 0
         self._idle_in_redis = False
         self._recorder = AttemptRecorder()
+        self._next_promote = 0.0
 
     def bootstrap(self, *args, **kwargs):
         global _worker_pid
@@ -147,6 +149,21 @@ class _AttemptOwner:
             return
         super().set_state(state, pipeline)
         self._idle_in_redis = pipeline is None and state == WorkerStatus.IDLE
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        """RQ's blocking dequeue in slices of a second, promoting due retries between them (and
+        once before a burst's look), so every live worker keeps retries on time."""
+        waited = 0
+        while True:
+            if time.monotonic() >= self._next_promote:
+                self._next_promote = time.monotonic() + PROMOTE_EVERY_SECONDS
+                self._recorder.promote_due()
+            if timeout is None:
+                return super().dequeue_job_and_maintain_ttl(None, max_idle_time)
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time=1)
+            waited += 1
+            if result is not None or (max_idle_time is not None and waited >= max_idle_time):
+                return result
 
     def execute_job(self, job, queue):
         ref = report_attempt_of(job)

@@ -1,11 +1,12 @@
 """Recovery: what crashed workers and lost Redis jobs leave behind.
 
-Two scans, both idempotent and safe from several processes at once (the conditional UPDATEs
+Three scans, all idempotent and safe from several processes at once (the conditional UPDATEs
 decide; a Redis lock only spares duplicate enqueues when several reapers wake together):
 - running attempts whose lease lapsed: their worker stopped renewing it (the whole worker died,
   or lost the database), so the attempt counts as `abandoned` and the normal retry/dead policy
   applies; its files go, and so does its concurrency slot. (A work-horse that dies while its
   worker lives is recorded by the worker at once; it never waits for the reaper.)
+- retrying tasks whose retry is due: promoted and enqueued (as every worker of ours does too);
 - pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
   restarted, failed over, or popped by a worker that died before registering it): enqueued again.
 """
@@ -23,6 +24,7 @@ from reports.errors import LeaseExpired, error_type_name
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output
 from reports.services.attempts import FailureInfo, record_attempt_failure
+from reports.services.due_retries import promote_due_retries
 from reports.services.enqueue import enqueue_attempt, job_id_for
 from reports.services.pausing import parked_task_ids
 from reports.worker import concurrency
@@ -36,6 +38,7 @@ logger = logging.getLogger("reports.services")
 class ReapReport:
     abandoned: int = 0
     reenqueued: int = 0
+    promoted: int = 0
     skipped_locked: bool = False
 
 
@@ -49,6 +52,9 @@ def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: 
             report.skipped_locked = True
             return report
     try:
+        # Promoted before the recovery: an attempt taken back is retried from the next pass (or
+        # by a live worker), so a pass never both recovers and resends the same task.
+        report.promoted = promote_due_retries(now=now, limit=batch_size)
         report.abandoned = _recover_expired_leases(now or timezone.now(), batch_size)
         report.reenqueued = _reenqueue_lost_jobs(now or timezone.now(), batch_size)
     finally:

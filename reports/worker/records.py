@@ -16,6 +16,7 @@ from reports.errors import WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
 from reports.services import FailureInfo, complete_task, record_attempt_failure, renew_lease
+from reports.services.due_retries import promote_due_retries
 from reports.worker import concurrency, report_job
 from reports.worker.horse import describe_exit
 
@@ -58,12 +59,14 @@ class AttemptRecorder:
             connection.close()
             return None
 
-    def record(self, task: ReportTask, result: "report_job.RunResult") -> None:
+    def record(self, task: ReportTask, result: "report_job.RunResult", *, release_slot: bool = True) -> None:
+        """`release_slot=False`: the caller releases the attempt's concurrency slot itself (the
+        pool worker does it in the pipeline that ends the RQ job)."""
         if result.status == report_job.DONE:
             self._complete(task, result)
         else:
             self._fail(task, result)
-        if concurrency.limit_for(task.kind) is not None:
+        if release_slot and concurrency.limit_for(task.kind) is not None:
             try:  # only now: the row left `running`, so the cap holds in the database too
                 concurrency.release_and_wake(kind=task.kind, task_id=task.pk, attempt=task.attempt)
             except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
@@ -106,11 +109,25 @@ class AttemptRecorder:
 
         if result.status == ABANDONED:
             logger.warning("task %s attempt %s: %s", task.pk, task.attempt, result.failure.message)
-        if self._with_retries("failure record", task, fail, tries=tries) is not None:
+        status = self._with_retries("failure record", task, fail, tries=tries)
+        if status is not None:
             # Nothing a failed attempt wrote is kept (a killed horse may leave a whole file).
             remove_attempt_output(str(task.public_id), task.attempt)
             if result.status == ABANDONED:
                 remove_scratch(str(task.public_id), task.attempt)
+        if status == TaskStatus.RETRYING:
+            self.promote_due()  # a retry due at once (no backoff) runs without waiting for a loop
+
+    def promote_due(self) -> int:
+        """Enqueue the retries that are due (reports/services/due_retries.py); never raises."""
+        try:
+            return promote_due_retries()
+        except DatabaseError as exc:
+            logger.error("promoting due retries failed: %s", exc)
+            connection.close()
+        except Exception:
+            logger.exception("promoting due retries failed")
+        return 0
 
     def _with_retries(self, what: str, task: ReportTask, step, tries: int = len(RETRY_DELAYS) + 1):
         for n in range(tries):

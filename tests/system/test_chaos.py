@@ -80,15 +80,20 @@ def orphan_horse_alive(pid: int) -> bool:
         return False
 
 
-def horse_of(worker_pid: int) -> int | None:
-    """The work-horse a worker runs now (its child in a process group of its own), if any."""
+def horses_of(worker_pid: int) -> list[int]:
+    """The work-horses a worker runs now (its children in a process group of their own)."""
+    horses = []
     for child in children_of(worker_pid):
         try:
             if os.getpgid(child) == child:
-                return child
+                horses.append(child)
         except ProcessLookupError:
             continue
-    return None
+    return horses
+
+
+def horse_of(worker_pid: int) -> int | None:
+    return next(iter(horses_of(worker_pid)), None)
 
 
 def parent_pid(pid: int) -> int | None:
@@ -172,10 +177,11 @@ class Chaos:
             )
             self.rng.shuffle(running)
             for task_id, worker in running:
-                name = worker.rsplit(" pid ", 1)[0]
-                # The attempt names the worker process; its horse is the child it forked.
+                # The attempt names the worker process, and a pool worker the horse it handed
+                # the attempt to; a forking worker's horse is the child it forked.
+                name, _, horse = worker.rsplit(" pid ", 1)[0].partition(" horse ")
                 if name in parents and attempt_pid(worker) == parents[name]:
-                    pid = horse_of(parents[name])
+                    pid = int(horse) if horse else horse_of(parents[name])
                     if pid is None:
                         continue
                     try:
@@ -192,11 +198,10 @@ class Chaos:
     def kill_parent(self) -> bool:
         """SIGKILL a worker parent: its horse dies with it; the reaper takes the attempt back."""
         worker = self.rng.choice(self.pool)
-        horse = horse_of(worker.pid)
+        horses = horses_of(worker.pid)
         worker.kill(signal.SIGKILL)
         self.pool.remove(worker)
-        if horse is not None:
-            self.orphaned_horses.append(horse)
+        self.orphaned_horses.extend(horses)
         self.note(f"SIGKILL worker parent {worker.name} ({worker.pid})")
         self.supervise()
         return True

@@ -1,5 +1,5 @@
 """The task state machine end to end, through real worker processes and a real Redis, with the
-forking ReportWorker and with SimpleReportWorker (same guarantees, no fork)."""
+pool worker (the default), the forking ReportWorker and SimpleReportWorker (same guarantees)."""
 
 from pathlib import Path
 
@@ -14,7 +14,10 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=[None, "reports.worker.process.SimpleReportWorker"], ids=["fork", "simple"])
+@pytest.fixture(
+    params=[None, "reports.worker.process.ReportWorker", "reports.worker.process.SimpleReportWorker"],
+    ids=["pool", "fork", "simple"],
+)
 def worker_class(request):
     return request.param
 
@@ -111,12 +114,14 @@ def test_timeout_is_recorded_and_retried(start_worker, worker_class, fast_retrie
     assert DeadLetter.objects.get(task=task).error_type == "rq.timeouts.JobTimeoutException"
 
 
-def test_retry_waits_for_the_backoff_through_rq_scheduler(start_worker, worker_class, settings):
+def test_retry_waits_for_the_backoff_due_by_its_row(start_worker, worker_class, settings, redis_conn):
     settings.REPORT_RETRY_BACKOFF = (2.0,)
     settings.REPORT_RETRY_JITTER = 0.0
     start_worker(worker_class=worker_class)
     task = submit_task(kind="probe", params={"fail_attempts": 1}).task
 
+    wait_until(finished(task.pk, TaskStatus.RETRYING), message="the first attempt to fail")
+    assert redis_conn.zcard("rq:scheduled:default") == 0, "no scheduler holds the due time"
     done = wait_until(finished(task.pk), message="the retried task to finish")
 
     first, second = done.attempts.order_by("number")

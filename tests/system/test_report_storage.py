@@ -113,11 +113,12 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
 
 def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_leases):
     stalled = start_worker()
-    task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
+    task = submit_task(kind="probe", params={"sleep_seconds": 5}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
     freeze_between_heartbeats(stalled, task)
     try:
-        # Taken back before its horse wrote anything; the horse uploads afterwards.
+        # Taken back before its horse wrote anything (a 2 s lease, a 5 s report, room for a slow
+        # reaper pass on a loaded machine); the horse uploads afterwards.
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the late upload")
     finally:
@@ -128,7 +129,7 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
         status = status_of(task.pk)  # read first: attempt 2 finishing later cannot be credited here
         return status if "attempt-1/probe.csv" not in outputs_of(task) else None
 
-    # The fence removes it; attempt 2 (3 s of sleep on the same worker, after the fence) would too,
+    # The fence removes it; attempt 2 (5 s of sleep on the same worker, after the fence) would too,
     # as it finishes: the status read before the upload was seen gone says which one did.
     status_when_gone = wait_until(late_upload_gone, interval=0.02, message="the late upload to be deleted")
     assert status_when_gone != TaskStatus.DONE, "the fence, not attempt 2's clean-up, removes the late upload"

@@ -1,0 +1,328 @@
+"""PoolReportWorker: the default worker. A pool of long-lived work-horses, forked once and reused
+(as Celery's prefork pool), REPORT_WORKER_CONCURRENCY of them, with RQ as the transport.
+
+The worker process dequeues (RQ's queues, registries and job statuses kept as rq.Worker keeps
+them), claims the attempt (the database), hands it to an idle horse over a pipe, renews the
+leases of the attempts in flight, receives the results and records them. It keeps the forking
+worker's guarantees:
+- a horse that dies (the OOM killer, SIGKILL) is recorded at once as abandoned (WorkHorseKilled)
+  and replaced; one that overruns its timeout is killed and recorded as a timeout;
+- a lease the reaper took back (renew_lease returns False) kills that attempt's horse;
+- a horse is recycled after REPORT_HORSE_MAX_TASKS attempts, past REPORT_HORSE_MAX_RSS_MB, and
+  after a timeout (a kind interrupted by an alarm may have left anything behind).
+Jobs that are not report attempts (alert sends, bulk actions, batch fan-outs) run the old way,
+in a horse forked for the job, while the worker keeps beating and recording for its pool."""
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from redis.exceptions import RedisError
+from rq.executions import Execution
+from rq.job import Job
+from rq.queue import Queue
+from rq.utils import now as rq_now
+from rq.worker import WorkerStatus
+
+from reports.models import ReportTask
+from reports.worker import pool_horses, pool_rq, report_job
+from reports.worker.pool_horses import Horse
+from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
+from reports.worker.records import horse_exit_result
+
+logger = logging.getLogger("reports.worker")
+
+POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
+
+
+@dataclass
+class _InFlight:
+    job: Job
+    queue: Queue
+    task: ReportTask
+    horse: Horse
+    execution: Execution | None
+    overrun_at: float | None
+    killed_for_overrun: bool = False
+    taken_back: bool = False
+
+
+class PoolReportWorker(ReportWorker):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._idle: list[Horse] = []
+        self._inflight: dict[int, _InFlight] = {}  # by horse pid
+        self._retiring: list[Horse] = []
+        self._chosen: Horse | None = None
+        self._cold = False
+        self._next_beat = 0.0
+
+    # --- the loop's hooks ---------------------------------------------------------------
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        self._fill_pool()
+        while True:
+            if self._stop_requested:
+                self._drain()
+                return None
+            if not self._inflight:
+                # A job waiting now is taken at once; RQ's blocking wait is for an empty queue.
+                result = self._dequeue_now()
+                return result if result is not None else super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if not self._idle:
+                self._service(self._beat_wait())
+                continue
+            result = self._dequeue_now()
+            if result is not None:
+                return result
+            self._service(POLL_SECONDS if timeout is not None else self._beat_wait())
+
+    def execute_job(self, job, queue):
+        if report_attempt_of(job) is not None:
+            if not self._idle:
+                self._fill_pool()
+            self._chosen = self._idle.pop()
+            self.attempt_worker_name = f"{self.name} horse {self._chosen.pid} pid {os.getpid()}"
+            try:
+                return super().execute_job(job, queue)
+            finally:
+                if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
+                    self._idle.append(self._chosen)
+                    self._chosen = None
+        return super().execute_job(job, queue)
+
+    def set_state(self, state, pipeline=None):
+        if state == WorkerStatus.IDLE and self._inflight:
+            state = WorkerStatus.BUSY  # a warm shutdown waits for the pool, as for a forked horse
+        super().set_state(state, pipeline)
+
+    def request_force_stop(self, signum, frame):
+        try:
+            super().request_force_stop(signum, frame)
+        except SystemExit:
+            self._cold = True
+            raise
+
+    def teardown(self):
+        try:
+            if self._cold:
+                for inflight in list(self._inflight.values()):
+                    pool_horses.kill(inflight.horse)
+                    self._recorder.record_interrupted(inflight.task, SystemExit("cold shutdown"))
+                self._inflight.clear()
+            else:
+                self._drain()
+            for horse in self._idle:
+                pool_horses.retire(horse)
+                horse.reap(block=True)
+                horse.close()
+            self._idle.clear()
+        finally:
+            super().teardown()
+
+    # --- handing over ---------------------------------------------------------------------
+
+    def _run_claimed(self, job, queue, task: ReportTask) -> None:
+        horse, self._chosen = self._chosen, None
+        timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
+        overrun_at = None
+        if timeout > 0:
+            # The horse's own alarm ends the kind at the timeout; this is for a horse stuck where
+            # signals do not reach Python (C code, a stopped process).
+            overrun_at = time.monotonic() + timeout + 2 * settings.REPORT_HEARTBEAT_SECONDS
+        inflight = self._inflight[horse.pid] = _InFlight(job, queue, task, horse, None, overrun_at)
+        sent = False
+        try:
+            try:
+                inflight.execution = pool_rq.start(self, job, queue)
+            except RedisError as exc:  # the database is the truth; RQ's registries can wait
+                logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
+            horse.send(pool_horses.request_bytes(report_job.HandedOver.of(task), timeout))
+            sent = True
+        except OSError as exc:  # the horse died just now
+            logger.warning("work-horse %s took no request (%s)", horse.pid, exc)
+        finally:
+            if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
+                pool_horses.kill(horse)
+
+    def _dequeue_now(self):
+        """A non-blocking look at the queues, in their order."""
+        try:
+            result = pool_rq.dequeue(self)
+            while result is pool_rq.GONE:
+                result = pool_rq.dequeue(self)
+        except RedisError as exc:
+            logger.error("dequeue failed: %s", exc)
+            self._service(1.0)
+            return None
+        if result is not None:
+            job, queue = result
+            self.reorder_queues(reference_queue=queue)
+            job.redis_server_version = self.get_redis_server_version()
+            logger.info("Worker %s: %s: %s", self.name, queue.name, job.id)
+        return result
+
+    # --- the pool -------------------------------------------------------------------------
+
+    def _horses(self) -> list[Horse]:
+        return self._idle + [inflight.horse for inflight in self._inflight.values()]
+
+    def _fill_pool(self) -> None:
+        wanted = settings.REPORT_WORKER_CONCURRENCY - len(self._idle) - len(self._inflight)
+        wanted -= self._chosen is not None
+        for _ in range(max(wanted, 0)):
+            self._idle.append(pool_horses.fork_horse(self._horses() + self._retiring))
+
+    def _beat_wait(self) -> float:
+        return max(min(self._next_beat, self._next_promote) - time.monotonic(), 0.01)
+
+    def _drain(self) -> None:
+        while self._inflight:
+            self._service(self._beat_wait())
+
+    def _service(self, timeout: float, extra_fds: tuple = ()) -> list[int]:
+        """Wait up to `timeout` for results and deaths, and handle them; beat, promote and check
+        for overruns when their time has come. Returns which of extra_fds became readable."""
+        horses = self._horses()
+        watched = list(extra_fds)
+        for horse in horses:
+            if horse.pidfd is not None:
+                watched.append(horse.pidfd)
+            if horse.pid in self._inflight or horse.pidfd is None:
+                watched.append(horse.results_fd)
+        ready = set(pool_horses.wait_readable(watched, timeout))
+        for horse in horses:
+            if horse.results_fd in ready:
+                for frame in horse.drain():
+                    self._on_result(horse, frame)
+            if (horse.pidfd is not None and horse.pidfd in ready) or horse.eof:
+                horse.reap(block=True)
+                for frame in horse.drain():
+                    self._on_result(horse, frame)
+                self._on_death(horse)
+        moment = time.monotonic()
+        for inflight in list(self._inflight.values()):
+            if inflight.overrun_at is not None and moment >= inflight.overrun_at and not inflight.killed_for_overrun:
+                task = inflight.task
+                logger.warning("task %s attempt %s overran its timeout; killing its work-horse", task.pk, task.attempt)
+                inflight.killed_for_overrun = True
+                pool_horses.kill(inflight.horse)
+        if moment >= self._next_beat:
+            self._next_beat = moment + settings.REPORT_HEARTBEAT_SECONDS
+            self._beat()
+        if moment >= self._next_promote:
+            self._next_promote = moment + PROMOTE_EVERY_SECONDS
+            self._recorder.promote_due()
+        self._retiring = [horse for horse in self._retiring if not self._reaped(horse)]
+        if not self._stop_requested:
+            self._fill_pool()
+        try:
+            self.heartbeat()
+        except RedisError as exc:
+            logger.error("RQ heartbeat failed: %s", exc)
+        return [fd for fd in extra_fds if fd in ready]
+
+    @staticmethod
+    def _reaped(horse: Horse) -> bool:
+        if horse.reap(block=False):
+            horse.close()
+            return True
+        return False
+
+    def _beat(self) -> None:
+        for inflight in list(self._inflight.values()):
+            task = inflight.task
+            if self._recorder.renew(task) is False and not inflight.taken_back:
+                # The reaper gave the attempt up (this worker looked dead, or an operator stopped
+                # it): its result would be fenced.
+                logger.warning("task %s attempt %s was taken back; stopping its work-horse", task.pk, task.attempt)
+                inflight.taken_back = True
+                pool_horses.kill(inflight.horse)
+            if inflight.execution is None:
+                continue
+            self.execution = inflight.execution
+            try:
+                self.maintain_heartbeats(inflight.job)
+            except RedisError as exc:
+                logger.error("RQ heartbeat failed: %s", exc)
+
+    def _on_result(self, horse: Horse, frame: bytes) -> None:
+        inflight = self._inflight.pop(horse.pid, None)
+        if inflight is None:
+            logger.error("work-horse %s reported a result nobody asked for; killing it", horse.pid)
+            pool_horses.kill(horse)
+            return
+        horse.tasks += 1
+        result = report_job.RunResult.from_bytes(frame)
+        if result is None:
+            result = horse_exit_result(b"", None, overrun=False)
+        self._recorder.record(inflight.task, result, release_slot=False)
+        self._finish_in_rq(inflight, result.status)
+        if (
+            horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
+            or result.status == report_job.TIMEOUT
+            or horse.rss_mb() > settings.REPORT_HORSE_MAX_RSS_MB
+        ):
+            logger.info("recycling work-horse %s after %s attempt(s)", horse.pid, horse.tasks)
+            pool_horses.retire(horse)
+            self._retiring.append(horse)
+        else:
+            self._idle.append(horse)
+
+    def _on_death(self, horse: Horse) -> None:
+        if horse in self._idle:
+            self._idle.remove(horse)
+            logger.warning("idle work-horse %s ended: %s", horse.pid, pool_horses.fork_side.describe_exit(horse.status))
+        inflight = self._inflight.pop(horse.pid, None)
+        horse.close()
+        if inflight is None:
+            return
+        job = inflight.job
+        result = horse_exit_result(b"", horse.status, overrun=inflight.killed_for_overrun, timeout=job.timeout)
+        self._recorder.record(inflight.task, result)
+        job.ended_at = rq_now()
+        self.execution = inflight.execution
+        exc_string = f"{pool_horses.fork_side.describe_exit(horse.status)}; waitpid returned {horse.status}"
+        try:
+            self.handle_work_horse_killed(job, horse.pid, horse.status, horse.rusage)
+            self.handle_job_failure(job, queue=inflight.queue, exc_string=exc_string)
+        except RedisError as exc:
+            logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
+
+    def _finish_in_rq(self, inflight: _InFlight, return_value: str) -> None:
+        try:
+            pool_rq.finish(self, inflight.job, inflight.execution, return_value, task=inflight.task)
+        except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
+            logger.error("RQ bookkeeping of job %s failed: %s", inflight.job.id, exc)
+
+    # --- a job that is not a report attempt, in a horse of its own -------------------------
+
+    def monitor_work_horse(self, job, queue):
+        if self._running is not None:
+            return super().monitor_work_horse(job, queue)
+        pid, own_execution = self._horse_pid, self.execution
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        job.started_at = rq_now()
+        kill_at = time.monotonic() + job.timeout + 60 if job.timeout and job.timeout > 0 else None
+        status = rusage = None
+        try:
+            while True:
+                self._service(1.0 if pidfd is not None else 0.05, extra_fds=(pidfd,) if pidfd is not None else ())
+                retpid, status, rusage = os.wait4(pid, os.WNOHANG)
+                if retpid == pid:
+                    break
+                if kill_at is not None and time.monotonic() > kill_at:
+                    kill_at = None
+                    self.kill_horse()
+        except ChildProcessError:
+            status = -1
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            self.execution = own_execution
+        self._after_horse_exit(job, queue, status, rusage, reset_working_time=False)

@@ -1,0 +1,120 @@
+"""The pool worker's own promises, through real processes: horses are reused and recycled (after
+REPORT_HORSE_MAX_TASKS, past REPORT_HORSE_MAX_RSS_MB), a lease taken back kills its horse, and a
+retry pending when its whole worker is SIGKILLed runs again on time from another worker."""
+
+import os
+import signal
+
+import pytest
+from django.utils import timezone
+
+from reports.errors import LeaseExpired, error_type_name
+from reports.models import AttemptOutcome, ReportTask, TaskStatus
+from reports.services import FailureInfo, record_attempt_failure, submit_task
+from reports.worker.reaper import reap_tasks
+from tests.conftest import horse_pid_of_running_attempt, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def horses_of(tasks) -> list[int]:
+    """The horse pid of each task's first attempt, in task order."""
+    rows = dict(
+        ReportTask.objects.filter(pk__in=[t.pk for t in tasks])
+        .values_list("pk", "attempts__worker")
+    )
+    return [int(rows[t.pk].rsplit(" horse ", 1)[1].split()[0]) for t in tasks]
+
+
+def all_done(tasks) -> bool:
+    return ReportTask.objects.filter(pk__in=[t.pk for t in tasks], status=TaskStatus.DONE).count() == len(tasks)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_horse_runs_many_attempts_and_is_recycled_after_its_maximum(start_worker, settings):
+    settings.REPORT_WORKER_CONCURRENCY = 1
+    settings.REPORT_HORSE_MAX_TASKS = 3
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(7)]
+    worker = start_worker()
+
+    wait_until(lambda: all_done(tasks), message="the tasks to finish")
+
+    horses = horses_of(tasks)
+    assert horses[0:3] == [horses[0]] * 3 and horses[3:6] == [horses[3]] * 3
+    assert len({horses[0], horses[3], horses[6]}) == 3
+    assert worker.process.poll() is None
+
+
+def test_a_horse_past_its_memory_limit_is_replaced_after_its_attempt(start_worker, settings):
+    settings.REPORT_WORKER_CONCURRENCY = 1
+    settings.REPORT_HORSE_MAX_RSS_MB = 16  # below what any Django process holds
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
+    start_worker()
+
+    wait_until(lambda: all_done(tasks), message="the tasks to finish")
+
+    assert len(set(horses_of(tasks))) == 3
+
+
+def test_a_lease_taken_back_kills_the_horse_running_it(start_worker, fast_retries):
+    fast_retries.REPORT_HEARTBEAT_SECONDS = 0.25
+    fast_retries.REPORT_LEASE_SECONDS = 600
+    fast_retries.REPORT_MAX_ATTEMPTS = 1
+    worker = start_worker()
+    task = submit_task(kind="probe", params={"sleep_seconds": 60}).task
+    running = wait_until(
+        lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(), message="the task to start"
+    )
+    horse = horse_pid_of_running_attempt(running)
+
+    # What the reaper (or an operator's stop) does: the attempt is no longer this worker's.
+    failure = FailureInfo(error_type_name(LeaseExpired("")), "taken back", "", retriable=False)
+    assert record_attempt_failure(
+        task_id=task.pk, attempt=1, failure=failure, outcome=AttemptOutcome.ABANDONED
+    ) == TaskStatus.DEAD
+
+    wait_until(lambda: not alive(horse), timeout=10, message="the horse to be killed at the next beat")
+    assert worker.process.poll() is None
+    # The pool replaced the horse: the next task runs.
+    after = submit_task(kind="probe", params={"write_output": False}).task
+    wait_until(lambda: all_done([after]), message="a task after the kill")
+
+
+def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_worker, settings):
+    settings.REPORT_RETRY_BACKOFF = (1.0,)
+    settings.REPORT_RETRY_JITTER = 0.0
+    settings.REPORT_HEARTBEAT_SECONDS = 0.5
+    settings.REPORT_LEASE_SECONDS = 2
+    first = start_worker()  # holds RQ's scheduler locks too
+    task = submit_task(kind="probe", params={"sleep_seconds": 30}).task
+    wait_until(lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).exists(), message="the start")
+
+    os.killpg(first.pid, signal.SIGKILL)  # the worker, its scheduler, and (own groups) its horses
+    killed_at = timezone.now()
+    first.process.wait(10)
+    start_worker()
+
+    def taken_back():
+        reap_tasks(use_lock=False)  # as the periodic reaper would
+        attempts = ReportTask.objects.get(pk=task.pk).attempts
+        return attempts.filter(number=1).exclude(outcome=AttemptOutcome.RUNNING).exists()
+
+    wait_until(taken_back, timeout=30, interval=0.2, message="the lease to lapse and the reaper to take it back")
+    second = wait_until(
+        lambda: ReportTask.objects.get(pk=task.pk).attempts.filter(number=2).first(),
+        timeout=15, interval=0.05, message="attempt 2 to start",
+    )
+    first_attempt = ReportTask.objects.get(pk=task.pk).attempts.get(number=1)
+    detected = (first_attempt.finished_at - killed_at).total_seconds()
+    rerun = (second.started_at - first_attempt.finished_at).total_seconds()
+    print(f"killed -> detected {detected:.2f}s; detected -> running again {rerun:.2f}s (backoff 1 s)")
+    assert first_attempt.outcome == AttemptOutcome.ABANDONED
+    assert detected >= settings.REPORT_LEASE_SECONDS - 1  # the lease, not a live worker, ended it
+    assert 1.0 <= rerun <= 1.0 + 2.0, "due by the row: no dead scheduler's lock to wait out"
