@@ -5,7 +5,6 @@ CONSOLE_BASE_URL. The README lists every variable.
 """
 
 import os
-from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -23,6 +22,7 @@ from config.env import (
     env_rate,
     env_str,
 )
+from config.languages import LANGUAGES
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -280,70 +280,15 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve static/ without collectstatic in the default setup
 
-# --- Auth ---------------------------------------------------------------------
-LOGIN_URL = "/console/login/"
-LOGIN_REDIRECT_URL = "/console/"
-LOGOUT_REDIRECT_URL = "/console/login/"
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
-]
-# Login throttle (django-axes, config/login_throttle.py), console and admin alike: AXES_FAILURE_LIMIT
-# failed logins for one username from one address, or AXES_ADDRESS_FAILURE_LIMIT from one address,
-# within the cool-off lock that pair (or address), right password included, for AXES_COOLOFF_MINUTES
-# after the failure that locked it. Never a username from everywhere; tries while locked do not
-# extend it; a success does not wipe the count (or one's own account would reset the count of the
-# address guessing another's). `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS` unlock.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_HANDLER = "config.login_throttle.PairAndAddressHandler"
-AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
-AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
-AXES_RESET_ON_SUCCESS = False
-AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-# The client address the audit log records too (REMOTE_ADDR, or what a trusted proxy appended).
-AXES_CLIENT_IP_CALLABLE = "deadletters.audit.client_ip"
-AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
-SESSION_COOKIE_HTTPONLY = True
-# A session ends after this long without a request, and this long after sign-in whatever happens.
-SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
-SESSION_ABSOLUTE_TIMEOUT = env_int("SESSION_ABSOLUTE_TIMEOUT", 24 * 3600, minimum=60)
-SESSION_COOKIE_AGE = SESSION_ABSOLUTE_TIMEOUT
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
-
-# HTTPS in production (README, "Security"): off by default so http://127.0.0.1:8000 keeps working.
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
-
-
-def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
-    """"X-Forwarded-Proto=https" -> ("HTTP_X_FORWARDED_PROTO", "https"): the header a TLS-terminating
-    proxy sets (and strips from clients), so requests it forwarded count as HTTPS and SSL redirect
-    does not loop."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    if not raw:
-        return None
-    header, sep, value = (part.strip() for part in raw.partition("="))
-    if not sep or not header or not value:
-        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto=https', got {raw!r}")
-    name = header.upper().replace("-", "_")
-    return (name if name.startswith("HTTP_") else f"HTTP_{name}", value)
-
-
-SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
+# --- Auth: login throttle, sessions, HTTPS (config/settings_auth.py) ----------
+from config.settings_auth import *  # noqa: E402,F403
 
 # English and Simplified Chinese; LANGUAGE_CODE serves browsers asking for neither, the API and commands.
-LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LANGUAGE_CODE = env_choice("LANGUAGE_CODE", "en", choices=[code for code, _ in LANGUAGES])
 LOCALE_PATHS = [BASE_DIR / "locale"]
 # A year: the switch's choice outlives the session; a signed-in operator's choice is also stored.
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
-LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE  # noqa: F405 - config.settings_auth
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -363,36 +308,8 @@ LOGGING = {
     },
 }
 
-# --- Alerts (DingTalk) --------------------------------------------------------
-# Unset DINGTALK_WEBHOOK: alerts are recorded as "skipped" and nothing is sent.
-# The webhook URL carries the robot's access_token and is never logged or stored.
-DINGTALK_WEBHOOK = env_str("DINGTALK_WEBHOOK", "").strip()
-DINGTALK_SECRET = env_str("DINGTALK_SECRET", "").strip()  # "加签" secret (SEC...), optional
-DINGTALK_KEYWORD = env_str("DINGTALK_KEYWORD", "").strip()  # "自定义关键词", optional
-DINGTALK_AT_MOBILES = env_list("DINGTALK_AT_MOBILES", "")
-DINGTALK_RATE_PER_MINUTE = env_int("DINGTALK_RATE_PER_MINUTE", 20, minimum=1)
-DINGTALK_TIMEOUT = env_float("DINGTALK_TIMEOUT", 5.0, minimum=0.1)
-DINGTALK_MAX_SEND_ATTEMPTS = env_int("DINGTALK_MAX_SEND_ATTEMPTS", 10, minimum=1)
-DINGTALK_RETRY_BACKOFF = env_float_list("DINGTALK_RETRY_BACKOFF", "10,30,60,120,300,600")
-DINGTALK_THROTTLE_BACKOFF_SECONDS = env_int("DINGTALK_THROTTLE_BACKOFF_SECONDS", 600, minimum=1)
-DINGTALK_CONFIG_ERROR_PAUSE_SECONDS = env_int("DINGTALK_CONFIG_ERROR_PAUSE_SECONDS", 600, minimum=1)
-DINGTALK_WRAP_LINKS = env_bool("DINGTALK_WRAP_LINKS", False)
-DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1)
-ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
-# The language of the DingTalk alerts' text (one language per message), whoever reads the console.
-ALERT_LANGUAGE = env_choice("ALERT_LANGUAGE", "zh-hans", choices=[code for code, _ in LANGUAGES])
-# Other channels (Feishu/Lark, WeCom, Slack, signed webhook, email) with routing rules: a JSON list,
-# see deadletters/alerts/channels/config.py. Email goes through Django's EMAIL_* settings below.
-ALERT_CHANNELS = env_str("ALERT_CHANNELS", "[]")
-ALERT_RESOLVED_AFTER_SECONDS = env_int("ALERT_RESOLVED_AFTER_SECONDS", 1800, minimum=1)
-RELEASE_NAME = env_str("RELEASE_NAME", "").strip()[:100]
-EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "report-console@localhost")
+# --- Alerts: DingTalk and the other channels (config/settings_alerts.py) -----
+from config.settings_alerts import *  # noqa: E402,F403
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

@@ -13,9 +13,13 @@ from django.core.exceptions import ImproperlyConfigured
 from config import env
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-# Every variable config/settings.py reads through config.env.
+# Every variable config/settings.py (and the parts it imports, config/settings_*.py) reads through config.env.
 SETTING_NAMES = sorted(
-    set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', (BASE_DIR / "config" / "settings.py").read_text()))
+    {
+        name
+        for path in sorted((BASE_DIR / "config").glob("settings*.py"))
+        for name in re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', path.read_text())
+    }
 )
 PROBE = """
 import json, django
