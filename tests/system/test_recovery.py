@@ -16,7 +16,12 @@ from reports import queueing
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.reaper import reap_tasks
 from reports.services import claim_task, submit_task
-from tests.conftest import horse_pid_of_running_attempt, wait_until, worker_pid_of_running_attempt
+from tests.conftest import (
+    freeze_between_heartbeats,
+    horse_pid_of_running_attempt,
+    wait_until,
+    worker_pid_of_running_attempt,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -182,8 +187,10 @@ def test_a_worker_cut_off_past_its_lease_is_fenced_and_leaves_no_file(start_work
         message="attempt 1 to start",
     )
     # The worker freezes (a stop-the-world pause, a lost network) while its horse finishes: RQ
-    # marks the job finished, the file is written, but the database still says running.
-    os.kill(stalled.pid, signal.SIGSTOP)
+    # marks the job finished, the file is written, but the database still says running. Frozen
+    # after a heartbeat: the claim says running before the horse is forked (frozen in between, no
+    # horse would write a file), and inside a heartbeat it would hold SQLite's write lock.
+    freeze_between_heartbeats(stalled, task)
     try:
         wait_until(lambda: csv_files(task) == ["attempt-1/probe.csv"], message="the horse's file")
         wait_until(

@@ -11,7 +11,14 @@ from django.core.files.storage import storages
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.reaper import reap_tasks
 from reports.services import submit_task
-from tests.conftest import horse_pid_of_running_attempt, stored_names, wait_until
+from tests.conftest import (
+    freeze_between_heartbeats,
+    has_exited,
+    horse_pid_of_running_attempt,
+    stored_names,
+    wait_until,
+    work_horse_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,18 +47,6 @@ def s3_keys(report_storage, settings, request):
         return lambda prefix: []
     server, location = request.getfixturevalue("s3_server"), settings.AWS_LOCATION
     return lambda prefix: [key.removeprefix(f"{location}/") for key in server.keys(f"{location}/{prefix}")]
-
-
-def freeze_between_heartbeats(worker, task) -> None:
-    """SIGSTOP the worker just after a heartbeat committed: frozen inside one, it would hold
-    SQLite's write lock and stall every other process, which no real partition does to them."""
-    lease = ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
-    wait_until(
-        lambda: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk) != lease,
-        interval=0.005,
-        message="a heartbeat",
-    )
-    os.kill(worker.pid, signal.SIGSTOP)
 
 
 @pytest.fixture
@@ -115,11 +110,15 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
     stalled = start_worker()
     task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
+    horse = work_horse_of(stalled.pid)
     freeze_between_heartbeats(stalled, task)
     try:
         # Taken back before its horse wrote anything; the horse uploads afterwards.
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the late upload")
+        # Its result waits in the pipe: the worker, woken, reads it before its next heartbeat.
+        # (Woken while the horse still ran, it would find the attempt taken back and kill it.)
+        wait_until(lambda: has_exited(horse), message="the late finisher to exit")
     finally:
         os.kill(stalled.pid, signal.SIGCONT)
     wait_until(lambda: "late finisher fenced" in stalled.output(), message="the late result to be fenced")
