@@ -108,7 +108,10 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
 
 def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_leases):
     stalled = start_worker()
-    task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
+    # The lease lapses about 2.5 s in and the reaper then removes what the attempt stored; the
+    # horse uploads at 6 s, seconds after that clean-up even on a loaded machine (at 3 s, a slow
+    # clean-up could still be listing when the upload landed, and delete it before anyone saw it).
+    task = submit_task(kind="probe", params={"sleep_seconds": 6}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
     horse = work_horse_of(stalled.pid)
     freeze_between_heartbeats(stalled, task)
@@ -127,7 +130,7 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
         status = status_of(task.pk)  # read first: attempt 2 finishing later cannot be credited here
         return status if "attempt-1/probe.csv" not in outputs_of(task) else None
 
-    # The fence removes it; attempt 2 (3 s of sleep on the same worker, after the fence) would too,
+    # The fence removes it; attempt 2 (6 s of sleep on the same worker, after the fence) would too,
     # as it finishes: the status read before the upload was seen gone says which one did.
     status_when_gone = wait_until(late_upload_gone, interval=0.02, message="the late upload to be deleted")
     assert status_when_gone != TaskStatus.DONE, "the fence, not attempt 2's clean-up, removes the late upload"
