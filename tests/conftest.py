@@ -149,7 +149,31 @@ def children_of(pid: int) -> list[int]:
         return []
 
 
-def work_horse_of(worker_pid: int, *, timeout: float = 10.0) -> int:
+def freeze_between_heartbeats(worker, task) -> None:
+    """SIGSTOP the worker just after a heartbeat committed (so its horse runs: the heartbeat is
+    its worker's loop while it waits on the horse). Frozen inside one, it would hold SQLite's write
+    lock and stall every other process, which no real partition does to them."""
+    from reports.models import ReportTask
+
+    lease = ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
+    wait_until(
+        lambda: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk) != lease,
+        interval=0.005,
+        message="a heartbeat",
+    )
+    os.kill(worker.pid, signal.SIGSTOP)
+
+
+def has_exited(pid: int) -> bool:
+    """The process is gone or a zombie (exited, not yet reaped by its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def work_horse_of(worker_pid: int, *, timeout: float = 30.0) -> int:
     """The work-horse a forking worker runs: its child in a process group of its own (RQ's
     scheduler, the other child, stays in the worker's group)."""
 

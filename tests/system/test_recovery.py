@@ -16,7 +16,12 @@ from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import claim_task, submit_task
 from reports.services.enqueue import enqueue_attempt
 from reports.worker.reaper import reap_tasks
-from tests.conftest import horse_pid_of_running_attempt, wait_until, worker_pid_of_running_attempt
+from tests.conftest import (
+    freeze_between_heartbeats,
+    horse_pid_of_running_attempt,
+    wait_until,
+    worker_pid_of_running_attempt,
+)
 from transport.connection import _redis
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -182,9 +187,11 @@ def test_a_worker_cut_off_past_its_lease_is_fenced_and_leaves_no_file(start_work
         lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).exists(),
         message="attempt 1 to start",
     )
-    # The worker freezes (a stop-the-world pause, a lost network) while its horse finishes: the
-    # file is written, but the database still says running.
-    os.kill(stalled.pid, signal.SIGSTOP)
+    # The worker freezes (a stop-the-world pause, a lost network) while its horse finishes: RQ
+    # marks the job finished, the file is written, but the database still says running. Frozen
+    # after a heartbeat: the claim says running before the horse is forked (frozen in between, no
+    # horse would write a file), and inside a heartbeat it would hold SQLite's write lock.
+    freeze_between_heartbeats(stalled, task)
     try:
         wait_until(lambda: csv_files(task) == ["attempt-1/probe.csv"], message="the horse's file")
         assert status_of(task.pk) == TaskStatus.RUNNING, "only the worker records the outcome"

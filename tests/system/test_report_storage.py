@@ -11,7 +11,14 @@ from django.core.files.storage import storages
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import submit_task
 from reports.worker.reaper import reap_tasks
-from tests.conftest import horse_pid_of_running_attempt, stored_names, wait_until
+from tests.conftest import (
+    freeze_between_heartbeats,
+    has_exited,
+    horse_pid_of_running_attempt,
+    stored_names,
+    wait_until,
+    work_horse_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,18 +47,6 @@ def s3_keys(report_storage, settings, request):
         return lambda prefix: []
     server, location = request.getfixturevalue("s3_server"), settings.AWS_LOCATION
     return lambda prefix: [key.removeprefix(f"{location}/") for key in server.keys(f"{location}/{prefix}")]
-
-
-def freeze_between_heartbeats(worker, task) -> None:
-    """SIGSTOP the worker just after a heartbeat committed: frozen inside one, it would hold
-    SQLite's write lock and stall every other process, which no real partition does to them."""
-    lease = ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
-    wait_until(
-        lambda: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk) != lease,
-        interval=0.005,
-        message="a heartbeat",
-    )
-    os.kill(worker.pid, signal.SIGSTOP)
 
 
 @pytest.fixture
@@ -113,14 +108,21 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
 
 def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_leases):
     stalled = start_worker()
-    task = submit_task(kind="probe", params={"sleep_seconds": 5}).task
+    # The lease lapses about 2.5 s in and the reaper then removes what the attempt stored; the
+    # horse uploads at 6 s, seconds after that clean-up even on a loaded machine (at 3 s, a slow
+    # clean-up could still be listing when the upload landed, and delete it before anyone saw it).
+    task = submit_task(kind="probe", params={"sleep_seconds": 6}).task
     wait_until(lambda: status_of(task.pk) == TaskStatus.RUNNING, message="attempt 1 to start")
+    horse = work_horse_of(stalled.pid)
     freeze_between_heartbeats(stalled, task)
     try:
         # Taken back before its horse wrote anything (a 2 s lease, a 5 s report, room for a slow
         # reaper pass on a loaded machine); the horse uploads afterwards.
         reap_until(lambda: status_of(task.pk) == TaskStatus.RETRYING, message="the lease to lapse")
         wait_until(lambda: outputs_of(task) == ["attempt-1/probe.csv"], message="the late upload")
+        # Its result waits in the pipe: the worker, woken, reads it before its next heartbeat.
+        # (Woken while the horse still ran, it would find the attempt taken back and kill it.)
+        wait_until(lambda: has_exited(horse), message="the late finisher to exit")
     finally:
         os.kill(stalled.pid, signal.SIGCONT)
     wait_until(lambda: "late finisher fenced" in stalled.output(), message="the late result to be fenced")
@@ -129,7 +131,7 @@ def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_
         status = status_of(task.pk)  # read first: attempt 2 finishing later cannot be credited here
         return status if "attempt-1/probe.csv" not in outputs_of(task) else None
 
-    # The fence removes it; attempt 2 (5 s of sleep on the same worker, after the fence) would too,
+    # The fence removes it; attempt 2 (6 s of sleep on the same worker, after the fence) would too,
     # as it finishes: the status read before the upload was seen gone says which one did.
     status_when_gone = wait_until(late_upload_gone, interval=0.02, message="the late upload to be deleted")
     assert status_when_gone != TaskStatus.DONE, "the fence, not attempt 2's clean-up, removes the late upload"
