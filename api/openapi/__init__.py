@@ -14,6 +14,7 @@ TAGS = [
     {"name": "tasks", "description": "Submit a report task, follow it, download its file, replay it."},
     {"name": "dead letters", "description": "Tasks that died: open letters, newest first."},
     {"name": "batches", "description": "Many tasks submitted at once, and their progress."},
+    {"name": "alerts", "description": "Snoozes: mute the alerts of a cause or a kind for a time."},
     {"name": "documentation", "description": "This document."},
 ]
 

@@ -36,7 +36,8 @@ def alert_paths() -> dict:
                 "summary": "Mute the alerts of a cause or a kind for a time",
                 "description": f"{_WHO} Deaths it covers are counted, not sent; one summary goes out "
                 "when it ends. Audited with the reason.",
-                "security": needs_scope("operator"),
+                "tags": ["alerts"],
+                **needs_scope("operator"),
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -46,8 +47,16 @@ def alert_paths() -> dict:
                                 "additionalProperties": False,
                                 "required": ["minutes", "reason"],
                                 "oneOf": [
-                                    {"required": ["fingerprint"], "not": {"required": ["kind"]}},
-                                    {"required": ["kind"], "not": {"required": ["fingerprint"]}},
+                                    {
+                                        "required": ["fingerprint"],
+                                        "properties": {"fingerprint": {"type": "string"}},
+                                        "not": {"required": ["kind"], "properties": {"kind": {}}},
+                                    },
+                                    {
+                                        "required": ["kind"],
+                                        "properties": {"kind": {"type": "string"}},
+                                        "not": {"required": ["fingerprint"], "properties": {"fingerprint": {}}},
+                                    },
                                 ],
                                 "properties": {
                                     "fingerprint": {"type": "string", "pattern": "^[0-9a-f]{40}$"},
@@ -78,7 +87,8 @@ def alert_paths() -> dict:
                 "operationId": "listSnoozes",
                 "summary": "The snoozes that run now, the soonest to end first",
                 "description": _WHO,
-                "security": needs_scope("operator"),
+                "tags": ["alerts"],
+                **needs_scope("operator"),
                 "responses": {
                     "200": _json(
                         "Running snoozes.",
@@ -100,7 +110,8 @@ def alert_paths() -> dict:
                 "operationId": "liftSnooze",
                 "summary": "End a snooze now; its summary goes out with the next send pass",
                 "description": _WHO,
-                "security": needs_scope("operator"),
+                "tags": ["alerts"],
+                **needs_scope("operator"),
                 "parameters": [
                     {"name": "snooze_id", "in": "path", "required": True, "schema": {"type": "integer"}}
                 ],
