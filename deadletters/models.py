@@ -56,6 +56,10 @@ class DeadLetter(models.Model):
                 fields=["archived_at", "id"], name="dl_archived_at_id", condition=models.Q(status="archived")
             ),
             models.Index(fields=["kind", "status", "-created_at"], name="dl_kind_status_created"),
+            # /metrics counts open letters by kind and by cause in one index-only scan of this.
+            models.Index(
+                fields=["kind", "fingerprint"], name="dl_open_kind_fingerprint", condition=models.Q(status="open")
+            ),
         ]
         permissions = [
             ("replay_deadletter", "Can replay dead letters"),

@@ -19,6 +19,7 @@ import reports.services.attempt_sql as attempt_sql
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services.backoff import retry_delay
+from reports.services.counters import DEATHS, bump_counter
 from reports.services.enqueue import enqueue_next_attempt_on_commit
 from reports.signals import task_died
 from reports.worker import concurrency
@@ -251,6 +252,7 @@ def record_attempt_failure(
             enqueue_next_attempt_on_commit(task, at=None if delay_is_due else next_retry_at)
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome, next_retry_at)
             return TaskStatus.RETRYING
+        bump_counter(kind=task.kind, event=DEATHS)
         task_died.send(sender=ReportTask, task=task, failure=failure)
         logger.warning("task %s is dead after attempt %s: %s", task_id, attempt, last_error[:200])
         return TaskStatus.DEAD
