@@ -4,6 +4,7 @@ tests/api/test_api_contract.py checks every documented response against real res
 every route of the API is documented: change both together."""
 
 from api.openapi.batches import batch_paths
+from api.openapi.controls import control_components, control_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
 
@@ -24,6 +25,10 @@ def openapi_document() -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **batch_paths()},
-        "components": components(),
+        "paths": {**task_paths(), **control_paths(), **batch_paths()},
+        "components": _with(components(), control_components()),
     }
+
+
+def _with(components: dict, schemas: dict) -> dict:
+    return {**components, "schemas": {**components["schemas"], **schemas}}

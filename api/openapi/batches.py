@@ -27,7 +27,7 @@ def batch_paths() -> dict:
             "status": {"type": "string", "enum": ["open", "completed"]},
             **{
                 name: {"type": "integer"}
-                for name in ("total", "done", "dead", "running", "pending", "retrying")
+                for name in ("total", "done", "dead", "running", "pending", "retrying", "cancelled")
             },
             "percent": {"type": "number"},
             "created_at": {"type": "string", "format": "date-time"},
@@ -47,7 +47,7 @@ def batch_paths() -> dict:
                     },
                 }
             }
-        }
+        },
     }
     return {
         "/report/batch/submit": {
@@ -108,7 +108,9 @@ def batch_paths() -> dict:
                         "description": "Invalid items (all or nothing); `errors` lists each bad item by index. "
                         "Also what the schema cannot state, as for a single submit (a `url` host not "
                         "allowed, `date_to` before `date_from`).",
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}},
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}
+                        },
                     },
                 },
             }

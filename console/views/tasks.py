@@ -8,6 +8,7 @@ from django.db.models.functions import Substr
 from django.http import FileResponse, Http404
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django_htmx.http import HttpResponseStopPolling
 
 from config.keyset import keyset_page
@@ -30,6 +31,7 @@ def task_state_context(task: ReportTask, *, after_letter_id: int | None) -> dict
         "newer_letters": newer,
         "after_letter_id": after_letter_id,
         "polling": task.status in ACTIVE_TASK_STATUSES,
+        "task_url": reverse("console:task-detail", args=[task.public_id]),
     }
 
 
