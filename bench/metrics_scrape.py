@@ -49,9 +49,9 @@ def load_done_tasks(count: int) -> float:
             f"""INSERT INTO {tasks} (public_id, kind, params, priority, status, attempt, max_attempts,
                 attempts_before_run, timeout_seconds, submitted_by, last_error, output_file, created_at,
                 updated_at, started_at, finished_at)
-            SELECT gen_random_uuid(), (ARRAY['probe','sales_summary','http_export'])[1 + i % 3], '{{}}',
-                'default', 'done', 1, 3, 0, 300, '', '', 'x.csv', t - interval '2 s', t, t, t + (i % 60) * interval '1 s'
-            FROM (SELECT i, now() - (i % 86400) * interval '1 s' AS t FROM generate_series(1, %s) i) s""",
+            SELECT gen_random_uuid(), (ARRAY['probe','sales_summary','http_export'])[1 + mod(i, 3)], '{{}}',
+                'default', 'done', 1, 3, 0, 300, '', '', 'x.csv', t - interval '2 s', t, t, t + mod(i, 60) * interval '1 s'
+            FROM (SELECT i, now() - mod(i, 86400) * interval '1 s' AS t FROM generate_series(1, %s) i) s""",
             [count],
         )
         cursor.execute(

@@ -3,10 +3,10 @@
 from api.openapi.common import (
     FORBIDDEN,
     MALFORMED,
+    NO_NUL,
     NOT_ALLOWED,
     NOT_FOUND,
     NOT_JSON,
-    NO_NUL,
     TASK_ID_PARAM,
     TOO_LARGE,
     UNAUTHORIZED,
