@@ -93,7 +93,9 @@ def validate(doc, schema, value, where="$"):
 
 def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
-    return re.sub(r"^/report/task/[^/]+/(status|replay|output)$", r"/report/task/{task_id}/\1", path)
+    return re.sub(
+        r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$", r"/report/task/{task_id}/\1", path
+    )
 
 
 @pytest.fixture
@@ -112,6 +114,9 @@ def world(db, media_root, django_user_model, api_token):
         "running": make_task(status=TaskStatus.RUNNING, attempt=1),
         "dead": make_dead_letter(error_message="boom\ntrace").task,
         "staff": staff,
+        "pending": make_task(),
+        "retrying": make_task(status=TaskStatus.RETRYING, attempt=1),
+        "stoppable": make_task(status=TaskStatus.RUNNING, attempt=1),
     }
 
 
@@ -207,7 +212,34 @@ def scenarios(world):
         ("get", f"/report/batch/{missing}/status", {}, None),
         ("get", f"/report/batch/{missing}/status", {}, "staff"),
         ("get", "BATCH_STATUS", {}, "token"),
+        *control_scenarios(world, missing),
     ]
+
+
+def control_scenarios(world, missing):
+    """Cancel, retry now and stop: each refusal first, then the one call that acts."""
+    js = {"content_type": "application/json"}
+    done = world["done"].public_id
+    cases = []
+    for action, target, bad_field in (
+        ("cancel", world["pending"].public_id, {"reason": 1}),
+        ("retry-now", world["retrying"].public_id, {"reason": 1}),
+        ("stop", world["stoppable"].public_id, {"then": "later"}),
+    ):
+        path = f"/report/task/{target}/{action}"
+        cases += [
+            ("post", path, {"data": {"why": 1}, **js}, "token"),
+            ("post", path, {**js}, None),
+            ("post", path, {**js}, "reader"),
+            ("post", f"/report/task/{missing}/{action}", {**js}, "token"),
+            ("get", path, {}, "token"),
+            ("post", f"/report/task/{done}/{action}", {**js}, "token"),
+            ("post", path, {"data": "x" * 300_000, **js}, "token"),
+            ("post", path, {"data": "{}", "content_type": "text/plain"}, "token"),
+            ("post", path, {"data": bad_field, **js}, "token"),
+            ("post", path, {"data": {"reason": "contract"}, **js}, "token"),
+        ]
+    return cases
 
 
 def call(world, method, path, kwargs, credentials):
