@@ -19,7 +19,7 @@ from deadletters import metrics as letter_metrics
 from deadletters.audit import client_ip
 from reports import metrics as task_metrics
 from reports.kinds import KINDS
-from reports.models import ApiScope, TaskStatus
+from reports.models import ApiScope
 from reports.services.counters import CANCELLATIONS, DEATHS, STOPS
 from reports.services.tokens import authenticate_token
 from transport.overview import queue_overview
@@ -75,10 +75,10 @@ class PipelineCollector:
         )
 
     def _tasks(self):
-        rows = task_metrics.task_counts()
+        rows = task_metrics.live_task_counts()
         yield _gauge(
             "tasks",
-            "Report tasks by kind and status, now.",
+            "Report tasks waiting or running now, by kind and status (pending, running, retrying).",
             ("kind", "status"),
             [((kind, status), n) for kind, status, n in rows],
         )
@@ -90,10 +90,7 @@ class PipelineCollector:
             [((queue,), waiting.get(queue, 0.0)) for queue in settings.REPORT_QUEUES],
         )
         zero = dict.fromkeys(KINDS, 0)
-        done = zero | {kind: n for kind, status, n in rows if status == TaskStatus.DONE}
-        yield _counter(
-            "task_completions", "Tasks that finished done (a done task never changes again).", done
-        )
+        yield _counter("task_completions", "Tasks that finished done.", zero | task_metrics.completions())
         events: dict[str, dict[str, int]] = {}
         for kind, event, count in task_metrics.event_counters():
             events.setdefault(event, {})[kind] = count

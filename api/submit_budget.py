@@ -95,9 +95,7 @@ def charge_submit_budget(token: ApiToken | None, *, cost: int) -> Charge | None:
         return None
     per_task, period = rate
     try:
-        wait = int(
-            redis_connection().register_script(_CHARGE)(keys=[_key(token)], args=[cost, per_task, period])
-        )
+        wait = int(redis_connection().register_script(_CHARGE)(keys=[_key(token)], args=[cost, per_task, period]))
     except RedisError as exc:
         logger.warning("submit budget of token %s not enforced, Redis unavailable: %s", token.name, exc)
         return None

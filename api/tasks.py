@@ -32,9 +32,7 @@ def _task_or_404(request, task_id: str) -> ReportTask:
 def submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS)
     check_present(data, "params", lambda v: isinstance(v, dict), "must be a JSON object")
-    check_present(
-        data, "priority", lambda v: v in Priority.values, f"must be one of {', '.join(Priority.values)}"
-    )
+    check_present(data, "priority", lambda v: v in Priority.values, f"must be one of {', '.join(Priority.values)}")
     key = idempotency_key(request, data)
     client = request.api_client
     refuse_operator_only_kinds(client, [data.get("kind")])

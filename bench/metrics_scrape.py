@@ -26,6 +26,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--done", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--explain", action="store_true", help="print the plans of the window queries")
     args = p.parse_args()
     bench = _common.setup(postgres=args.postgres or None, extra_env={"ALLOWED_HOSTS": "testserver"})
     try:
@@ -78,6 +79,16 @@ def time_parts(repeat: int) -> None:
         print(f"  part {name:18} median {statistics.median(times):7.1f} ms   p95 {percentile(times, 0.95):7.1f} ms")
 
 
+def explain() -> None:
+    from reports import metrics
+
+    for name, queryset in (
+        ("durations", metrics.recent_attempts(600).exclude(duration_seconds=None)),
+        ("live tasks", metrics.ReportTask.objects.filter(status__in=metrics.LIVE_STATUSES)),
+    ):
+        print(f"plan of {name}:\n{queryset.explain(analyze=True)}")
+
+
 def run(args) -> None:
     from django.db import connection
     from django.test import Client
@@ -92,7 +103,12 @@ def run(args) -> None:
     seconds = _common.insert_dead_letters(args.n, task_ids=tasks, expired=False)
     if args.done:
         seconds += load_done_tasks(args.done)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # what autovacuum does to freshly loaded tables
+            cursor.execute("VACUUM ANALYZE")
     print(f"(loaded the rows in {seconds:.1f}s, not counted)", flush=True)
+    if args.explain:
+        explain()
     raw = create_api_token(name="bench-prometheus", scopes=[ApiScope.METRICS])[1]
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
     response = client.get("/metrics")

@@ -1,5 +1,5 @@
-"""What /metrics reads of the dead-letter side: open letters by kind and by cause (one scan of the
-partial index dl_open_kind_fingerprint), bulk runs by state, and the alert outbox."""
+"""What /metrics reads of the dead-letter side: open letters by kind and by cause (the few rows of
+OpenLetterCount, kept by triggers), bulk runs by state, and the alert outbox."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -8,7 +8,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from deadletters.alerts.health import last_failure_at
-from deadletters.models import Alert, AlertMessage, AlertStatus, BulkAction, DeadLetter, DeadLetterStatus
+from deadletters.models import Alert, AlertMessage, AlertStatus, BulkAction, DeadLetter, OpenLetterCount
 
 OTHER = "other"
 
@@ -33,12 +33,7 @@ class OutboxState:
 def open_letters(*, top_causes: int) -> OpenLetters:
     """Open letters by kind, and by cause for the `top_causes` largest causes (the rest summed as
     "other", so the label's values stay bounded however many causes there are)."""
-    rows = (
-        DeadLetter.objects.filter(status=DeadLetterStatus.OPEN)
-        .order_by()
-        .values_list("kind", "fingerprint")
-        .annotate(n=Count("pk"))
-    )
+    rows = OpenLetterCount.objects.filter(count__gt=0).values_list("kind", "fingerprint", "count")
     by_kind: dict[str, int] = {}
     by_fingerprint: dict[str, int] = {}
     for kind, fingerprint, n in rows:

@@ -56,10 +56,6 @@ class DeadLetter(models.Model):
                 fields=["archived_at", "id"], name="dl_archived_at_id", condition=models.Q(status="archived")
             ),
             models.Index(fields=["kind", "status", "-created_at"], name="dl_kind_status_created"),
-            # /metrics counts open letters by kind and by cause in one index-only scan of this.
-            models.Index(
-                fields=["kind", "fingerprint"], name="dl_open_kind_fingerprint", condition=models.Q(status="open")
-            ),
         ]
         permissions = [
             ("replay_deadletter", "Can replay dead letters"),
@@ -70,6 +66,24 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"dead letter {self.pk} of task {self.task_id} ({self.status})"
+
+
+class OpenLetterCount(models.Model):
+    """Open dead letters per (kind, fingerprint), kept by database triggers on the dead-letter table
+    (deadletters/migrations/0007_open_letter_counts.py) in the transaction of each change, so
+    /metrics reads a few rows instead of counting a million. Rows may hold 0."""
+
+    kind = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=40)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "fingerprint"], name="open_letter_count_kind_fingerprint")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} open {self.kind} letters of {self.fingerprint[:12]}"
 
 
 class AuditEntry(models.Model):

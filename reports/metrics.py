@@ -1,14 +1,17 @@
-"""What /metrics reads of the pipeline, each one aggregate query on an indexed column: tasks by
-kind and status, the longest wait per queue, the event counters, and the duration and queue-wait
-histograms of the attempts that finished in a recent window."""
+"""What /metrics reads of the pipeline, none of it a scan of the whole history: live tasks by kind
+and status, the longest wait per queue, the event counters, completions counted up to a
+checkpoint, and the duration and queue-wait histograms of the attempts that finished in a recent
+window (index attempt_finished_at)."""
 
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import IntegrityError, transaction
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
 from django.utils import timezone
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
+from reports.services.counters import bump_counter
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 WAIT_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -24,10 +27,68 @@ class WindowHistogram:
     total: float
 
 
-def task_counts() -> list[tuple[str, str, int]]:
-    """(kind, status, tasks): an index-only scan of task_kind_status."""
-    rows = ReportTask.objects.order_by().values_list("kind", "status").annotate(n=Count("pk"))
+LIVE_STATUSES = (TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.RETRYING)
+COMPLETIONS = "completions"
+# Attempts are counted into the checkpoint once they finished this long ago: an attempt row is
+# committed moments after its finished_at (later still from a host whose clock lags).
+CHECKPOINT_LAG = timedelta(minutes=5)
+CHECKPOINT_EVERY = timedelta(minutes=1)
+
+
+def live_task_counts() -> list[tuple[str, str, int]]:
+    """(kind, status, tasks) of the statuses a task leaves (pending, running, retrying): the backlog,
+    a range of the (status, created_at) index. The ever-growing terminal statuses are counters."""
+    rows = (
+        ReportTask.objects.filter(status__in=LIVE_STATUSES)
+        .order_by()
+        .values_list("kind", "status")
+        .annotate(n=Count("pk"))
+    )
     return [(kind, status, n) for kind, status, n in rows]
+
+
+def completions(now=None) -> dict[str, int]:
+    """Tasks that finished done, per kind: succeeded attempts (a done task has exactly one; tasks and
+    attempts are never deleted) counted up to a checkpoint once, plus those finished since."""
+    now = now or timezone.now()
+    rows = list(TaskCounter.objects.filter(event=COMPLETIONS).values_list("kind", "count", "counted_through"))
+    marker = next((row for row in rows if row[0] == ""), None)
+    through = marker[2] if marker else None
+    if marker is None or through is None or through < now - CHECKPOINT_LAG - CHECKPOINT_EVERY:
+        _advance_checkpoint(marker_exists=marker is not None, through=through, until=now - CHECKPOINT_LAG)
+    counts = {kind: count for kind, count, _ in rows if kind}
+    for kind, n in _succeeded_by_kind(after=through, until=None):
+        counts[kind] = counts.get(kind, 0) + n
+    return counts
+
+
+def _succeeded_by_kind(*, after, until):
+    attempts = TaskAttempt.objects.filter(outcome=AttemptOutcome.SUCCEEDED)
+    if after is not None:
+        attempts = attempts.filter(finished_at__gt=after)
+    if until is not None:
+        attempts = attempts.filter(finished_at__lte=until)
+    return attempts.order_by().values_list("task__kind").annotate(n=Count("pk"))
+
+
+def _advance_checkpoint(*, marker_exists: bool, through, until) -> None:
+    """Move the checkpoint from `through` to `until`, adding what finished between. The conditional
+    UPDATE of the marker makes one of several concurrent scrapes do it, and only once."""
+    if not marker_exists:
+        try:
+            with transaction.atomic():
+                TaskCounter.objects.create(kind="", event=COMPLETIONS, count=0, counted_through=None)
+        except IntegrityError:
+            pass  # another scrape made it
+    if through is not None and until <= through:
+        return
+    with transaction.atomic():
+        if not TaskCounter.objects.filter(kind="", event=COMPLETIONS, counted_through=through).update(
+            counted_through=until
+        ):
+            return
+        for kind, n in _succeeded_by_kind(after=through, until=until):
+            bump_counter(kind=kind, event=COMPLETIONS, by=n)
 
 
 def oldest_waiting_seconds(now=None) -> dict[str, float]:
@@ -56,7 +117,8 @@ def oldest_waiting_seconds(now=None) -> dict[str, float]:
 
 def event_counters() -> list[tuple[str, str, int]]:
     """(kind, event, count) of reports.models.TaskCounter: deaths, cancellations, stops."""
-    return list(TaskCounter.objects.order_by("kind", "event").values_list("kind", "event", "count"))
+    rows = TaskCounter.objects.exclude(event=COMPLETIONS).order_by("kind", "event")
+    return list(rows.values_list("kind", "event", "count"))
 
 
 def _histograms(queryset, value, buckets, *, as_seconds) -> list[WindowHistogram]:

@@ -220,6 +220,9 @@ class TaskCounter(models.Model):
     kind = models.CharField(max_length=64)
     event = models.CharField(max_length=20)
     count = models.BigIntegerField(default=0)
+    # Completions are counted from attempt rows up to a checkpoint (reports/metrics.py): the row of
+    # kind "" holds it.
+    counted_through = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kind", "event"], name="task_counter_kind_event")]

@@ -47,7 +47,7 @@ def batch_paths() -> dict:
                     },
                 }
             }
-        },
+        }
     }
     return {
         "/report/batch/submit": {
@@ -108,9 +108,7 @@ def batch_paths() -> dict:
                         "description": "Invalid items (all or nothing); `errors` lists each bad item by index. "
                         "Also what the schema cannot state, as for a single submit (a `url` host not "
                         "allowed, `date_to` before `date_from`).",
-                        "content": {
-                            "application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}
-                        },
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}},
                     },
                 },
             }

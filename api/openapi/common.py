@@ -29,10 +29,7 @@ TOO_MANY = {
     "description": "The token's submit budget (API_SUBMIT_RATE, 600 tasks a minute by default; a batch of N "
     "counts N) is spent. Nothing was written; retry after `Retry-After` seconds.",
     "headers": {
-        "Retry-After": {
-            "description": "Seconds until the budget admits a submit again.",
-            "schema": {"type": "integer"},
-        }
+        "Retry-After": {"description": "Seconds until the budget admits a submit again.", "schema": {"type": "integer"}}
     },
     "content": {"application/json": {"schema": _ERROR_REF}},
 }

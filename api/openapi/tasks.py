@@ -84,9 +84,7 @@ def task_paths() -> dict:
                     "401": UNAUTHORIZED,
                     "403": SUBMIT_FORBIDDEN,
                     "405": NOT_ALLOWED,
-                    "409": error(
-                        "The idempotency key was used (by this client) for another kind or other params."
-                    ),
+                    "409": error("The idempotency key was used (by this client) for another kind or other params."),
                     "413": TOO_LARGE,
                     "415": NOT_JSON,
                     "429": TOO_MANY,
@@ -109,9 +107,7 @@ def task_paths() -> dict:
                 "security": needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
-                    "200": _with_links(
-                        json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS
-                    ),
+                    "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": NOT_FOUND,

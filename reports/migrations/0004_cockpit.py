@@ -41,6 +41,7 @@ class Migration(migrations.Migration):
                 ("kind", models.CharField(max_length=64)),
                 ("event", models.CharField(max_length=20)),
                 ("count", models.BigIntegerField(default=0)),
+                ("counted_through", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.AlterField(

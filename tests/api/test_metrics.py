@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deadletters.models import Alert, AlertStatus, BulkAction, DeadLetter, DeadLetterStatus
 from reports.kinds import KINDS
-from reports.models import ApiScope, AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
+from reports.models import ApiScope, AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
 from reports.services.controls import cancel_task
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
@@ -60,8 +60,9 @@ def test_an_allowed_address_or_network_scrapes_without_a_token(client, settings)
 def test_task_and_dead_letter_numbers_match_the_database(client, metrics_token, settings):
     settings.METRICS_TOP_CAUSES = 2
     now = timezone.now()
-    for status in (TaskStatus.PENDING, TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.DONE):
+    for status in (TaskStatus.PENDING, TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING):
         make_task(status=status, kind="sales_summary")
+    finished(kind="sales_summary", ago=timedelta(seconds=5))
     old = make_task(status=TaskStatus.PENDING, priority="low")
     ReportTask.objects.filter(pk=old.pk).update(updated_at=now - timedelta(seconds=300))
     cancel_task(task_id=make_task(kind="probe").pk)
@@ -75,11 +76,12 @@ def test_task_and_dead_letter_numbers_match_the_database(client, metrics_token, 
 
     samples = scrape(client, metrics_token)
 
-    for kind, status in {(t.kind, t.status) for t in ReportTask.objects.all()}:
+    live = ReportTask.objects.filter(status__in=("pending", "running", "retrying"))
+    for kind, status in {(t.kind, t.status) for t in live}:
         expected = ReportTask.objects.filter(kind=kind, status=status).count()
         assert value(samples, "report_tasks", kind=kind, status=status) == expected
+    assert not [labels for name, labels in samples if name == "report_tasks" and ("status", "done") in labels]
     assert value(samples, "report_tasks", kind="sales_summary", status="pending") == 2
-    assert value(samples, "report_tasks", kind="probe", status="cancelled") == 1
     assert 299 <= value(samples, "report_queue_oldest_waiting_seconds", queue="low") < 330
     assert value(samples, "report_task_completions_total", kind="sales_summary") == 1
     assert value(samples, "report_task_cancellations_total", kind="probe") == 1
@@ -103,6 +105,40 @@ def test_task_and_dead_letter_numbers_match_the_database(client, metrics_token, 
     assert value(samples, "report_workers_live") == 0
     for kind in KINDS:
         assert ("report_task_deaths_total", (("kind", kind),)) in samples
+
+
+def finished(*, kind="http_export", ago: timedelta):
+    task = make_task(kind=kind, status=TaskStatus.DONE, attempt=1)
+    at = timezone.now() - ago
+    TaskAttempt.objects.create(
+        task=task,
+        number=1,
+        started_at=at,
+        finished_at=at,
+        outcome=AttemptOutcome.SUCCEEDED,
+        duration_seconds=0,
+    )
+    return task
+
+
+def test_completions_count_up_to_a_checkpoint_and_never_go_back(client, metrics_token):
+    for ago in (timedelta(days=3), timedelta(minutes=10), timedelta(seconds=30)):
+        finished(ago=ago)
+
+    def completions():
+        return value(scrape(client, metrics_token), "report_task_completions_total", kind="http_export")
+
+    assert completions() == 3
+    marker = TaskCounter.objects.get(kind="", event="completions")
+    assert marker.counted_through < timezone.now() - timedelta(minutes=4)
+    assert TaskCounter.objects.get(kind="http_export", event="completions").count == 2  # the 30 s one is live
+    assert completions() == 3  # a second scrape does not count the checkpoint twice
+    finished(ago=timedelta(seconds=1))
+    TaskCounter.objects.filter(pk=marker.pk).update(counted_through=timezone.now() - timedelta(minutes=20))
+    # As it stood 20 minutes ago: only the 3-day-old one counted; the scrape adds the 10-minute-old one.
+    TaskCounter.objects.filter(kind="http_export", event="completions").update(count=1)
+    assert completions() == 4
+    assert TaskCounter.objects.get(kind="http_export", event="completions").count == 2
 
 
 def test_attempt_histograms_cover_the_recent_window(client, metrics_token, settings):

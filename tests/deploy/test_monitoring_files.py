@@ -92,7 +92,9 @@ def exposed_names(db, client) -> set[str]:
     text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").content.decode()
     families = list(text_string_to_metric_families(text))
     # A family without samples (no bulk run yet) is still announced by its HELP and TYPE lines.
-    return {family.name for family in families} | {sample.name for family in families for sample in family.samples}
+    return {family.name for family in families} | {
+        sample.name for family in families for sample in family.samples
+    }
 
 
 def test_the_rules_file_is_a_valid_prometheus_rule_file():
