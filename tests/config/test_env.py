@@ -201,3 +201,12 @@ def test_a_kind_map_reads_kind_value_pairs_and_names_a_bad_entry(monkeypatch):
         monkeypatch.setenv("X_KIND_MAP", bad)
         with pytest.raises(ImproperlyConfigured, match=f"X_KIND_MAP must look like .*{re.escape(repr(bad))}"):
             env.env_kind_map("X_KIND_MAP", **options)
+
+
+def test_metrics_settings_are_read_from_the_environment(tmp_path):
+    names = ("METRICS_ALLOWED_ADDRESSES", "METRICS_TOP_CAUSES", "METRICS_WINDOW_SECONDS")
+    read = _settings_with(dict(zip(names, ("10.0.0.0/8, 192.0.2.7", "5", "300"), strict=True)), tmp_path)
+    assert read["METRICS_ALLOWED_ADDRESSES"] == "['10.0.0.0/8', '192.0.2.7']"
+    assert (read["METRICS_TOP_CAUSES"], read["METRICS_WINDOW_SECONDS"]) == ("5", "300")
+    defaults = _settings_with({}, tmp_path)
+    assert tuple(defaults[name] for name in names) == ("[]", "10", "600")
