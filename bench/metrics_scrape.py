@@ -115,7 +115,20 @@ def run(args) -> None:
     if response.status_code != 200:
         raise SystemExit(f"/metrics answered {response.status_code}: {response.content[:300]!r}")
     lines = response.content.count(b"\n")
-    print(f"(one scrape: {len(response.content)} bytes, {lines} lines)")
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(db) as queries:
+        client.get("/metrics")
+    print(f"(one scrape: {len(response.content)} bytes, {lines} lines, {len(queries)} SQL queries)")
+    baseline = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        with db.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        baseline.append((time.perf_counter() - start) * 1000)
+    print(f"baseline: one SELECT 1      median {statistics.median(baseline):7.2f} ms   p95 {percentile(baseline, 0.95):7.2f} ms"
+          " (the machine's state)")
     times = []
     for _ in range(args.repeat):
         start = time.perf_counter()

@@ -8,7 +8,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from deadletters.alerts.health import last_failure_at
-from deadletters.models import Alert, AlertMessage, AlertStatus, BulkAction, DeadLetter, OpenLetterCount
+from deadletters.models import Alert, AlertMessage, AlertStatus, BulkAction, OpenLetterCount
 
 OTHER = "other"
 
@@ -33,30 +33,20 @@ class OutboxState:
 def open_letters(*, top_causes: int) -> OpenLetters:
     """Open letters by kind, and by cause for the `top_causes` largest causes (the rest summed as
     "other", so the label's values stay bounded however many causes there are)."""
-    rows = OpenLetterCount.objects.filter(count__gt=0).values_list("kind", "fingerprint", "count")
+    rows = OpenLetterCount.objects.filter(count__gt=0).values_list("kind", "fingerprint", "error_type", "count")
     by_kind: dict[str, int] = {}
     by_fingerprint: dict[str, int] = {}
-    for kind, fingerprint, n in rows:
+    error_types: dict[str, str] = {}
+    for kind, fingerprint, error_type, n in rows:
         by_kind[kind] = by_kind.get(kind, 0) + n
         by_fingerprint[fingerprint] = by_fingerprint.get(fingerprint, 0) + n
+        error_types[fingerprint] = error_type
     ranked = sorted(by_fingerprint.items(), key=lambda item: (-item[1], item[0]))
     top, rest = ranked[:top_causes], ranked[top_causes:]
-    by_cause = {(fingerprint, _error_type(fingerprint)): n for fingerprint, n in top}
+    by_cause = {(fingerprint, error_types[fingerprint]): n for fingerprint, n in top}
     if rest:
         by_cause[(OTHER, OTHER)] = sum(n for _, n in rest)
     return OpenLetters(by_kind=by_kind, by_cause=by_cause)
-
-
-def _error_type(fingerprint: str) -> str:
-    """A fingerprint hashes its error type with the message, so any one of its letters names it
-    (dl_fingerprint_created: one index probe)."""
-    row = (
-        DeadLetter.objects.filter(fingerprint=fingerprint)
-        .order_by("-created_at")
-        .values_list("error_type")
-        .first()
-    )
-    return row[0] if row else ""
 
 
 def bulk_runs_by_state() -> list[tuple[str, str, int]]:

@@ -75,6 +75,7 @@ class OpenLetterCount(models.Model):
 
     kind = models.CharField(max_length=64)
     fingerprint = models.CharField(max_length=40)
+    error_type = models.CharField(max_length=200, blank=True)
     count = models.BigIntegerField(default=0)
 
     class Meta:

@@ -18,13 +18,17 @@ from django.db import migrations, models
 DL = "deadletters_deadletter"
 COUNTS = "deadletters_openlettercount"
 
+# A fingerprint hashes its error type with the message: one error type per fingerprint.
 _UPSERT = (
-    f"INSERT INTO {COUNTS} (kind, fingerprint, count) {{select}} "
+    f"INSERT INTO {COUNTS} (kind, fingerprint, error_type, count) {{select}} "
     f"ON CONFLICT (kind, fingerprint) DO UPDATE SET count = {COUNTS}.count + excluded.count"
 )
-_DELTA = "SELECT kind, fingerprint, sum(delta) FROM ({rows}) changed GROUP BY kind, fingerprint HAVING sum(delta) <> 0 ORDER BY kind, fingerprint"
-_NEW = "SELECT kind, fingerprint, 1 AS delta FROM new_rows WHERE status = 'open'"
-_OLD = "SELECT kind, fingerprint, -1 AS delta FROM old_rows WHERE status = 'open'"
+_DELTA = (
+    "SELECT kind, fingerprint, max(error_type), sum(delta) FROM ({rows}) changed "
+    "GROUP BY kind, fingerprint HAVING sum(delta) <> 0 ORDER BY kind, fingerprint"
+)
+_NEW = "SELECT kind, fingerprint, error_type, 1 AS delta FROM new_rows WHERE status = 'open'"
+_OLD = "SELECT kind, fingerprint, error_type, -1 AS delta FROM old_rows WHERE status = 'open'"
 
 PG_FORWARD = [
     f"LOCK TABLE {DL} IN SHARE ROW EXCLUSIVE MODE",
@@ -44,8 +48,8 @@ PG_FORWARD = [
         FOR EACH STATEMENT EXECUTE FUNCTION dl_open_count_update()""",
     f"""CREATE TRIGGER dl_open_count_delete AFTER DELETE ON {DL} REFERENCING OLD TABLE AS old_rows
         FOR EACH STATEMENT EXECUTE FUNCTION dl_open_count_delete()""",
-    f"""INSERT INTO {COUNTS} (kind, fingerprint, count) SELECT kind, fingerprint, count(*) FROM {DL}
-        WHERE status = 'open' GROUP BY kind, fingerprint""",
+    f"""INSERT INTO {COUNTS} (kind, fingerprint, error_type, count)
+        SELECT kind, fingerprint, max(error_type), count(*) FROM {DL} WHERE status = 'open' GROUP BY kind, fingerprint""",
 ]
 PG_BACKWARD = [
     f"DROP TRIGGER IF EXISTS dl_open_count_insert ON {DL}",
@@ -57,7 +61,8 @@ PG_BACKWARD = [
 ]
 
 _SQLITE_ADD = (
-    f"INSERT INTO {COUNTS} (kind, fingerprint, count) SELECT NEW.kind, NEW.fingerprint, 1 WHERE NEW.status = 'open' "
+    f"INSERT INTO {COUNTS} (kind, fingerprint, error_type, count) "
+    "SELECT NEW.kind, NEW.fingerprint, NEW.error_type, 1 WHERE NEW.status = 'open' "
     "ON CONFLICT (kind, fingerprint) DO UPDATE SET count = count + 1;"
 )
 _SQLITE_REMOVE = (
@@ -69,8 +74,8 @@ SQLITE_FORWARD = [
     f"CREATE TRIGGER dl_open_count_update AFTER UPDATE OF status, kind, fingerprint ON {DL} "
     f"WHEN OLD.status = 'open' OR NEW.status = 'open' BEGIN {_SQLITE_REMOVE} {_SQLITE_ADD} END",
     f"CREATE TRIGGER dl_open_count_delete AFTER DELETE ON {DL} WHEN OLD.status = 'open' BEGIN {_SQLITE_REMOVE} END",
-    f"""INSERT INTO {COUNTS} (kind, fingerprint, count) SELECT kind, fingerprint, count(*) FROM {DL}
-        WHERE status = 'open' GROUP BY kind, fingerprint""",
+    f"""INSERT INTO {COUNTS} (kind, fingerprint, error_type, count)
+        SELECT kind, fingerprint, max(error_type), count(*) FROM {DL} WHERE status = 'open' GROUP BY kind, fingerprint""",
 ]
 SQLITE_BACKWARD = [
     "DROP TRIGGER IF EXISTS dl_open_count_insert",
@@ -102,6 +107,7 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("kind", models.CharField(max_length=64)),
                 ("fingerprint", models.CharField(max_length=40)),
+                ("error_type", models.CharField(max_length=200, blank=True)),
                 ("count", models.BigIntegerField(default=0)),
             ],
             options={
