@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api import batches, dead_letters, docs, task_controls, tasks
+from api import batches, dead_letters, docs, operator_actions, task_controls, tasks
 
 app_name = "api"
 
@@ -16,6 +16,12 @@ urlpatterns = [
     path("task/<str:task_id>/cancel", task_controls.task_cancel_view, name="task-cancel"),
     path("task/<str:task_id>/retry-now", task_controls.task_retry_now_view, name="task-retry-now"),
     path("task/<str:task_id>/stop", task_controls.task_stop_view, name="task-stop"),
+    path("dead-letter/<int:letter_id>/archive", operator_actions.dead_letter_archive, name="dead-letter-archive"),
+    path("dead-letter/<int:letter_id>/discard", operator_actions.dead_letter_discard, name="dead-letter-discard"),
+    path("dead-letter/<int:letter_id>/restore", operator_actions.dead_letter_restore, name="dead-letter-restore"),
+    path("dead-letter/<int:letter_id>/replay", operator_actions.dead_letter_replay, name="dead-letter-replay"),
+    path("kind/<str:kind>/pause", operator_actions.kind_pause, name="kind-pause"),
+    path("kind/<str:kind>/resume", operator_actions.kind_resume, name="kind-resume"),
     path("batch/submit", batches.batch_submit, name="batch-submit"),
     path("batch/<str:batch_id>/status", batches.batch_status, name="batch-status"),
 ]

@@ -5,6 +5,7 @@ every route of the API is documented: change both together."""
 
 from api.openapi.batches import batch_paths
 from api.openapi.controls import control_components, control_paths
+from api.openapi.operator import operator_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
 
@@ -25,7 +26,7 @@ def openapi_document() -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **control_paths(), **batch_paths()},
+        "paths": {**task_paths(), **control_paths(), **operator_paths(), **batch_paths()},
         "components": _with(components(), control_components()),
     }
 

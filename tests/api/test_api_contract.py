@@ -93,6 +93,8 @@ def validate(doc, schema, value, where="$"):
 
 def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
+    path = re.sub(r"^/report/dead-letter/[^/]+/(\w+)$", r"/report/dead-letter/{letter_id}/\1", path)
+    path = re.sub(r"^/report/kind/[^/]+/(\w+)$", r"/report/kind/{kind}/\1", path)
     return re.sub(
         r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$", r"/report/task/{task_id}/\1", path
     )
@@ -117,6 +119,10 @@ def world(db, media_root, django_user_model, api_token):
         "pending": make_task(),
         "retrying": make_task(status=TaskStatus.RETRYING, attempt=1),
         "stoppable": make_task(status=TaskStatus.RUNNING, attempt=1),
+        "to_archive": make_dead_letter(error_message="to archive"),
+        "to_discard": make_dead_letter(error_message="to discard"),
+        "to_restore": make_dead_letter(error_message="to restore", status="archived"),
+        "to_replay": make_dead_letter(error_message="to replay"),
     }
 
 
@@ -213,7 +219,40 @@ def scenarios(world):
         ("get", f"/report/batch/{missing}/status", {}, "staff"),
         ("get", "BATCH_STATUS", {}, "token"),
         *control_scenarios(world, missing),
+        *operator_scenarios(world),
     ]
+
+
+def operator_scenarios(world):
+    """Dead-letter and kind actions: each refusal first, then the call that acts (and, where a
+    second call conflicts, that one)."""
+    js = {"content_type": "application/json"}
+    done_letter = world["dead"].dead_letters.get().pk  # its task is replayed by an earlier scenario
+    cases = []
+    for path, missing_path, conflict_path, bad, tail in (
+        *(
+            (f"/report/dead-letter/{world[f'to_{a}'].pk}/{a}", f"/report/dead-letter/999999/{a}", None, {"reason": 1}, 2)
+            for a in ("archive", "discard", "restore")
+        ),
+        (f"/report/dead-letter/{world['to_replay'].pk}/replay", "/report/dead-letter/999999/replay",
+         f"/report/dead-letter/{done_letter}/replay", {"params": [1]}, 1),
+        ("/report/kind/sales_summary/pause", "/report/kind/nope/pause", None, {"reason": 1}, 1),
+        ("/report/kind/sales_summary/resume", "/report/kind/nope/resume", None, {"reason": 1}, 2),
+    ):
+        cases += [
+            ("post", path, {"data": {"why": 1}, **js}, "token"),
+            ("post", path, {**js}, None),
+            ("post", path, {**js}, "reader"),
+            ("post", missing_path, {**js}, "token"),
+            ("get", path, {}, "token"),
+            ("post", path, {"data": "x" * 300_000, **js}, "token"),
+            ("post", path, {"data": "{}", "content_type": "text/plain"}, "token"),
+            ("post", path, {"data": bad, **js}, "token"),
+        ]
+        if conflict_path:
+            cases.append(("post", conflict_path, {**js}, "token"))
+        cases += [("post", path, {"data": {"reason": "contract"}, **js}, "token")] * tail
+    return cases
 
 
 def control_scenarios(world, missing):
