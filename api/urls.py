@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api import batches, dead_letters, docs, operator_actions, task_controls, tasks
+from api import batches, bulk, dead_letters, docs, operator_actions, task_controls, tasks
 
 app_name = "api"
 
@@ -22,6 +22,12 @@ urlpatterns = [
     path("dead-letter/<int:letter_id>/replay", operator_actions.dead_letter_replay, name="dead-letter-replay"),
     path("kind/<str:kind>/pause", operator_actions.kind_pause, name="kind-pause"),
     path("kind/<str:kind>/resume", operator_actions.kind_resume, name="kind-resume"),
+    path("bulk/start", bulk.bulk_start, name="bulk-start"),
+    path("bulk/<str:bulk_id>/status", bulk.bulk_status, name="bulk-status"),
+    path("bulk/<str:bulk_id>/pause", bulk.bulk_pause, name="bulk-pause"),
+    path("bulk/<str:bulk_id>/resume", bulk.bulk_resume, name="bulk-resume"),
+    path("bulk/<str:bulk_id>/cancel", bulk.bulk_cancel, name="bulk-cancel"),
+    path("bulk/<str:bulk_id>/rate", bulk.bulk_rate, name="bulk-rate"),
     path("batch/submit", batches.batch_submit, name="batch-submit"),
     path("batch/<str:batch_id>/status", batches.batch_status, name="batch-status"),
 ]

@@ -4,6 +4,7 @@ tests/api/test_api_contract.py checks every documented response against real res
 every route of the API is documented: change both together."""
 
 from api.openapi.batches import batch_paths
+from api.openapi.bulk import bulk_components, bulk_paths
 from api.openapi.controls import control_components, control_paths
 from api.openapi.operator import operator_paths
 from api.openapi.schemas import components
@@ -26,8 +27,8 @@ def openapi_document() -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **control_paths(), **operator_paths(), **batch_paths()},
-        "components": _with(components(), control_components()),
+        "paths": {**task_paths(), **control_paths(), **operator_paths(), **bulk_paths(), **batch_paths()},
+        "components": _with(components(), {**control_components(), **bulk_components()}),
     }
 
 

@@ -14,6 +14,7 @@ from django.urls import URLPattern, get_resolver
 
 from api.openapi import openapi_document
 from api.submit_budget import charge_submit_budget
+from deadletters.models import BulkAction
 from reports.models import ReportBatch, TaskStatus
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
@@ -95,6 +96,7 @@ def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
     path = re.sub(r"^/report/dead-letter/[^/]+/(\w+)$", r"/report/dead-letter/{letter_id}/\1", path)
     path = re.sub(r"^/report/kind/[^/]+/(\w+)$", r"/report/kind/{kind}/\1", path)
+    path = re.sub(r"^/report/bulk/(?!start$)[^/]+/(\w+)$", r"/report/bulk/{bulk_id}/\1", path)
     return re.sub(
         r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$", r"/report/task/{task_id}/\1", path
     )
@@ -220,7 +222,45 @@ def scenarios(world):
         ("get", "BATCH_STATUS", {}, "token"),
         *control_scenarios(world, missing),
         *operator_scenarios(world),
+        *bulk_scenarios(missing),
     ]
+
+
+def bulk_scenarios(missing):
+    js = {"content_type": "application/json"}
+    start = "/report/bulk/start"
+    cases = [
+        ("post", start, {"data": {"action": "archive", "why": 1}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive"}, **js}, None),
+        ("post", start, {"data": {"action": "archive"}, **js}, "reader"),
+        ("get", start, {}, "token"),
+        ("post", start, {"data": "x" * 300_000, **js}, "token"),
+        ("post", start, {"data": "{}", "content_type": "text/plain"}, "token"),
+        ("post", start, {"data": {"action": "nope"}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive", "dry_run": True}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive", "filter": {"q": "no such text"}}, **js}, "token"),
+        ("get", "BULK/status", {}, "token"),
+        ("get", "BULK/status", {}, None),
+        ("get", "BULK/status", {}, "reader"),
+        ("get", f"/report/bulk/{missing}/status", {}, "token"),
+        ("post", "BULK/status", {}, "token"),
+    ]
+    for action in ("pause", "resume", "rate", "cancel"):
+        body = {"data": {"rate_per_second": 2}, **js} if action == "rate" else {**js}
+        cases += [
+            ("post", f"BULK/{action}", {"data": {"why": 1}, **js}, "token"),
+            ("post", f"BULK/{action}", body, None),
+            ("post", f"BULK/{action}", body, "reader"),
+            ("post", f"/report/bulk/{missing}/{action}", body, "token"),
+            ("get", f"BULK/{action}", {}, "token"),
+            ("post", f"BULK/{action}", {"data": "x" * 300_000, **js}, "token"),
+            ("post", f"BULK/{action}", {"data": "{}", "content_type": "text/plain"}, "token"),
+        ]
+        if action == "rate":
+            cases.append(("post", "BULK/rate", {"data": {"rate_per_second": -1}, **js}, "token"))
+        cases += [("post", f"BULK/{action}", body, "token")] * (1 if action == "rate" else 2)
+    cases.append(("post", "BULK/rate", {"data": {"rate_per_second": 2}, **js}, "token"))  # cancelled: 409
+    return cases
 
 
 def operator_scenarios(world):
@@ -306,6 +346,8 @@ def test_every_documented_response_happens_and_matches_its_schema(world):
     for method, path, kwargs, credentials in scenarios(world):
         if path == "BATCH_STATUS":
             path = f"/report/batch/{ReportBatch.objects.get().public_id}/status"
+        if path.startswith("BULK/"):
+            path = f"/report/bulk/{BulkAction.objects.get().public_id}/{path.removeprefix('BULK/')}"
         response = call(world, method, path, kwargs, credentials)
         template = template_of(path)
         status = str(response.status_code)
