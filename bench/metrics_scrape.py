@@ -83,7 +83,8 @@ def explain() -> None:
     from reports import metrics
 
     for name, queryset in (
-        ("durations", metrics.recent_attempts(600).exclude(duration_seconds=None)),
+        ("durations", metrics.recent_attempts(600).exclude(duration_seconds=None).annotate(kind=metrics._KIND)
+         .order_by().values("kind").annotate(n=metrics.Count("pk"))),
         ("live tasks", metrics.ReportTask.objects.filter(status__in=metrics.LIVE_STATUSES)),
     ):
         print(f"plan of {name}:\n{queryset.explain(analyze=True)}")

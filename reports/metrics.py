@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
@@ -33,6 +33,11 @@ COMPLETIONS = "completions"
 # committed moments after its finished_at (later still from a host whose clock lags).
 CHECKPOINT_LAG = timedelta(minutes=5)
 CHECKPOINT_EVERY = timedelta(minutes=1)
+
+
+# An attempt's kind by a lookup of its task's primary key per attempt, never a join that the
+# planner may answer with a scan of every task.
+_KIND = Subquery(ReportTask.objects.filter(pk=OuterRef("task_id")).values("kind")[:1])
 
 
 def live_task_counts() -> list[tuple[str, str, int]]:
@@ -68,7 +73,7 @@ def _succeeded_by_kind(*, after, until):
         attempts = attempts.filter(finished_at__gt=after)
     if until is not None:
         attempts = attempts.filter(finished_at__lte=until)
-    return attempts.order_by().values_list("task__kind").annotate(n=Count("pk"))
+    return attempts.annotate(kind=_KIND).order_by().values_list("kind").annotate(n=Count("pk"))
 
 
 def _advance_checkpoint(*, marker_exists: bool, through, until) -> None:
@@ -122,18 +127,21 @@ def event_counters() -> list[tuple[str, str, int]]:
 
 
 def _histograms(queryset, value, buckets, *, as_seconds) -> list[WindowHistogram]:
+    queryset = queryset.annotate(
+        kind=Subquery(ReportTask.objects.filter(pk=OuterRef("task_id")).values("kind")[:1])
+    )
     bounds = {
         f"le_{i}": Count("pk", filter=Q(**{f"{value}__lte": as_seconds(bound)}))
         for i, bound in enumerate(buckets)
     }
-    rows = queryset.order_by().values("task__kind").annotate(n=Count("pk"), total=Sum(value), **bounds)
+    rows = queryset.order_by().values("kind").annotate(n=Count("pk"), total=Sum(value), **bounds)
     result = []
     for row in rows:
         total = row["total"]
         total = total.total_seconds() if isinstance(total, timedelta) else float(total or 0)
         result.append(
             WindowHistogram(
-                kind=row["task__kind"],
+                kind=row["kind"],
                 buckets=[(bound, row[f"le_{i}"]) for i, bound in enumerate(buckets)],
                 count=row["n"],
                 total=total,
