@@ -3,6 +3,8 @@ edited params) of one dead letter, and pausing or resuming a report kind. Token 
 a console session needs the console's permission for the same action. Each is the service the
 console calls, audited with source "api"."""
 
+import re
+
 from django.http import JsonResponse
 
 from api.auth import api_endpoint
@@ -22,6 +24,7 @@ ARCHIVE_PERMISSION = "deadletters.archive_deadletter"
 REPLAY_PERMISSION = "deadletters.replay_deadletter"
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
 KIND_PERMISSION = "deadletters.replay_deadletter"
+LETTER_ID_RE = re.compile(r"[0-9]{1,12}\Z")
 
 
 def _reason(request, allowed=frozenset({"reason"})) -> tuple[str, dict]:
@@ -32,13 +35,21 @@ def _reason(request, allowed=frozenset({"reason"})) -> tuple[str, dict]:
     return reason, data
 
 
+def _letter_id(raw: str) -> int:
+    """The path's letter id; anything else is as unknown as a made-up id (a JSON 404)."""
+    if not LETTER_ID_RE.match(raw):
+        raise ApiError(404, "no such dead letter")
+    return int(raw)
+
+
 def _who(request) -> dict:
     return {"actor": request.api_client.actor, "source": "api", "ip_address": client_ip(request)}
 
 
 def _letter_action(action: str):
     @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=ARCHIVE_PERMISSION)
-    def view(request, letter_id: int):
+    def view(request, letter_id: str):
+        letter_id = _letter_id(letter_id)
         reason, _ = _reason(request)
         try:
             letter = change_dead_letter(
@@ -62,7 +73,8 @@ dead_letter_restore = _letter_action("restore")
 
 
 @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=REPLAY_PERMISSION)
-def dead_letter_replay(request, letter_id: int):
+def dead_letter_replay(request, letter_id: str):
+    letter_id = _letter_id(letter_id)
     reason, data = _reason(request, allowed={"reason", "params"})
     params = data.get("params")
     if params is not None:

@@ -73,6 +73,8 @@ def task_stop_view(request, task_id):
     if then not in STOP_CHOICES:
         raise ApiError(422, f"must be one of {', '.join(STOP_CHOICES)}", "then")
     attempt = data.get("attempt", task.attempt)
+    if isinstance(attempt, float) and attempt.is_integer():
+        attempt = int(attempt)  # JSON Schema's integer: 3.0 is one
     if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 1_000_000:
         raise ApiError(422, "must be the number of the running attempt (an integer from 1)", "attempt")
     try:
