@@ -130,12 +130,16 @@ def run(args) -> None:
         baseline.append((time.perf_counter() - start) * 1000)
     print(f"baseline: one SELECT 1      median {statistics.median(baseline):7.2f} ms   p95 {percentile(baseline, 0.95):7.2f} ms"
           " (the machine's state)")
-    times = []
+    times, cpu = [], []
     for _ in range(args.repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         client.get("/metrics")
         times.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
     p95 = percentile(times, 0.95)
+    # On a shared, overloaded machine the wall time is mostly waiting for a core; the CPU time the
+    # scrape used in this process does not depend on that.
+    print(f"CPU time of a scrape (this process) median {statistics.median(cpu):7.1f} ms   p95 {percentile(cpu, 0.95):7.1f} ms")
     print(f"GET /metrics                 median {statistics.median(times):7.1f} ms   p95 {p95:7.1f} ms   "
           f"target p95 < 100 ms: {'MEETS' if p95 < 100 else 'MISSES'}", flush=True)
     time_parts(max(5, args.repeat // 3))
