@@ -72,7 +72,8 @@ def task_stop_view(request, task_id):
     then = data.get("then", STOP_THEN_CANCEL)
     if then not in STOP_CHOICES:
         raise ApiError(422, f"must be one of {', '.join(STOP_CHOICES)}", "then")
-    attempt = data.get("attempt", task.attempt)
+    # Without a number: the attempt the task has now (1 for one that never ran, so a 409 says why).
+    attempt = data.get("attempt", max(task.attempt, 1))
     if isinstance(attempt, float) and attempt.is_integer():
         attempt = int(attempt)  # JSON Schema's integer: 3.0 is one
     if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 1_000_000:

@@ -1,6 +1,8 @@
 """Bulk dead-letter actions in the OpenAPI document: start (or dry-run) one over a filter, follow
 it, pause, resume, cancel it, change its rate."""
 
+from django.conf import settings
+
 from api.openapi.common import (
     FORBIDDEN,
     MALFORMED,
@@ -13,7 +15,9 @@ from api.openapi.common import (
     json_response,
     needs_scope,
 )
-from deadletters.models import BulkActionKind, BulkActionStatus
+from deadletters.filters import FINGERPRINT_PREFIX_MIN, MAX_ERROR_TYPE_LENGTH, MAX_SEARCH_LENGTH
+from deadletters.models import BulkActionKind, BulkActionStatus, DeadLetterStatus
+from reports.kinds import KINDS
 
 TAGS = ["Bulk actions"]
 BULK_ID = {
@@ -25,11 +29,33 @@ BULK_ID = {
 }
 STATUS_REF = "#/components/schemas/BulkStatus"
 NOT_FOUND = error("No bulk action with this id.")
-_FILTER_NAMES = ("status", "kind", "error_type", "fingerprint", "created_from", "created_to", "batch", "q")
 _TEXT = {"type": ["string", "null"]}
+_DATE = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "YYYY-MM-DD (UTC)"}
 
 
-def _post(operation_id, summary, description, *, body=None, responses) -> dict:
+def _filter_schema() -> dict:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "The console list's filter (open letters by default).",
+        "properties": {
+            "status": {"type": "string", "enum": [*DeadLetterStatus.values, "all"]},
+            "kind": {"type": "string", "enum": sorted(KINDS)},
+            "error_type": {"type": "string", "maxLength": MAX_ERROR_TYPE_LENGTH, "pattern": NO_NUL},
+            "fingerprint": {"type": "string", "pattern": f"^[0-9a-f]{{{FINGERPRINT_PREFIX_MIN},40}}$"},
+            "created_from": _DATE,
+            "created_to": _DATE,
+            "batch": {"type": "string", "format": "uuid"},
+            "q": {"type": "string", "maxLength": MAX_SEARCH_LENGTH, "pattern": NO_NUL},
+        },
+    }
+
+
+def _rate() -> dict:
+    return {"type": "number", "minimum": 0.1, "maximum": settings.BULK_ACTION_MAX_RATE}
+
+
+def _post(operation_id, summary, description, *, body=None, responses, body_required=False) -> dict:
     operation = {
         "operationId": operation_id,
         "tags": TAGS,
@@ -39,7 +65,10 @@ def _post(operation_id, summary, description, *, body=None, responses) -> dict:
         "responses": responses,
     }
     if body is not None:
-        operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+        operation["requestBody"] = {
+            "required": body_required,
+            "content": {"application/json": {"schema": body}},
+        }
     return {"post": operation}
 
 
@@ -63,6 +92,7 @@ def bulk_paths() -> dict:
             "list's; the workers run the action in batches at `rate_per_second`; letters that die after the "
             "start are not included.",
             body={"$ref": "#/components/schemas/BulkStartRequest"},
+            body_required=True,
             responses={
                 "202": json_response("Started; poll `Location` (the status resource).", STATUS_REF),
                 "200": json_response(
@@ -116,8 +146,9 @@ def bulk_paths() -> dict:
             "type": "object",
             "additionalProperties": False,
             "required": ["rate_per_second"],
-            "properties": {"rate_per_second": {"type": "number", "exclusiveMinimum": 0}},
+            "properties": {"rate_per_second": _rate()},
         },
+        body_required=True,
         responses={**control, "422": error("`rate_per_second` missing or outside the allowed range.")},
     )
     rate["post"]["parameters"] = [BULK_ID]
@@ -133,13 +164,8 @@ def bulk_components() -> dict:
             "required": ["action"],
             "properties": {
                 "action": {"type": "string", "enum": list(BulkActionKind.values)},
-                "filter": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "description": "The console list's filter (open letters by default).",
-                    "properties": {name: {"type": "string", "pattern": NO_NUL} for name in _FILTER_NAMES},
-                },
-                "rate_per_second": {"type": "number", "exclusiveMinimum": 0},
+                "filter": _filter_schema(),
+                "rate_per_second": _rate(),
                 "reason": {"type": "string", "maxLength": 2000, "pattern": NO_NUL},
                 "dry_run": {"type": "boolean", "default": False},
             },

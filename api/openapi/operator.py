@@ -12,6 +12,7 @@ from api.openapi.common import (
     error,
     needs_scope,
 )
+from api.openapi.kinds import _params_ref
 from reports.kinds import KINDS
 
 TAGS = ["Operator actions"]
@@ -106,7 +107,10 @@ def operator_paths() -> dict:
             "additionalProperties": False,
             "properties": {
                 "reason": _REASON,
-                "params": {"type": "object", "description": "The params to run with instead (validated)."},
+                "params": {
+                    "anyOf": [_params_ref(name) for name in sorted(KINDS)],
+                    "description": "The params to run with instead: those of the letter's kind (422 otherwise).",
+                },
             },
         },
         ok=_ok(
