@@ -30,7 +30,13 @@ BULK_ID = {
 STATUS_REF = "#/components/schemas/BulkStatus"
 NOT_FOUND = error("No bulk action with this id.")
 _TEXT = {"type": ["string", "null"]}
-_DATE = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "YYYY-MM-DD (UTC)"}
+# A date from 1970 to 8999 (the filter's range); created_from on or before created_to.
+_DATE = {
+    "type": "string",
+    "format": "date",
+    "pattern": "^(19[7-9][0-9]|[2-8][0-9]{3})-",
+    "description": "YYYY-MM-DD (UTC)",
+}
 
 
 def _filter_schema() -> dict:

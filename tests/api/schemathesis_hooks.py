@@ -38,6 +38,16 @@ def _allowed_hosts() -> list[str]:
         return ["127.0.0.1:8000"]
 
 
+def _order_dates(mapping: dict, first: str, last: str) -> None:
+    start, end = mapping.get(first), mapping.get(last)
+    if isinstance(start, str) and isinstance(end, str):
+        try:
+            if date.fromisoformat(start) > date.fromisoformat(end):
+                mapping[first], mapping[last] = end, start
+        except ValueError:
+            pass
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     """Just before each request is sent, in every phase (the coverage phase varies a header after
@@ -50,6 +60,9 @@ def before_call(context, case, kwargs):
     header = (case.headers or {}).get("Idempotency-Key")
     if header is not None and "idempotency_key" in body:
         body["idempotency_key"] = header
+    # A bulk action's filter: a date range ends on or after it starts.
+    bulk_filter = body.get("filter") if isinstance(body.get("filter"), dict) else {}
+    _order_dates(bulk_filter, "created_from", "created_to")
     for params in _params_in(body):
         # http_export fetches only what the outbound policy allows (SSRF guard): a setting, not a schema.
         if "url" in params and not _allowed_url(params["url"]):
