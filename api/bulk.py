@@ -87,6 +87,9 @@ def bulk_start(request):
     reason = data.get("reason", "")
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
         raise ApiError(422, f"must be text of at most {REASON_MAX} characters", "reason")
+    rate = data.get("rate_per_second", 0.0)
+    if "rate_per_second" in data and (isinstance(rate, bool) or not isinstance(rate, int | float)):
+        raise ApiError(422, "must be a number (items per second)", "rate_per_second")
     if not isinstance(data.get("dry_run", False), bool):
         raise ApiError(422, "must be true or false", "dry_run")
     try:

@@ -66,3 +66,12 @@ def test_edited_replay_and_kind_pause_resume(django_user_model, django_capture_o
     assert post(operator, "/report/kind/probe/resume").json()["paused"] is False
     assert post(operator, "/report/kind/probe/resume").status_code == 409
     assert post(operator, "/report/kind/nope/pause").status_code == 404
+
+
+def test_a_bulk_start_with_a_rate_that_is_no_number_is_refused():
+    operator = client_for("read", "replay", "operator")
+    for rate in (None, "5", True):
+        response = post(operator, "/report/bulk/start", {"action": "archive", "rate_per_second": rate})
+        assert (response.status_code, response.json()["field"]) == (422, "rate_per_second")
+    response = post(operator, "/report/bulk/start", {"action": "archive", "rate_per_second": 3})
+    assert response.status_code == 202 and response.json()["rate_per_second"] == 3.0
