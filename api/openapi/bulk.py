@@ -39,19 +39,26 @@ _DATE = {
 }
 
 
+def _or_empty(schema: dict) -> dict:
+    """An empty value leaves the field out, as in the console's query string."""
+    return {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
+
+
 def _filter_schema() -> dict:
     return {
         "type": "object",
         "additionalProperties": False,
         "description": "The console list's filter (open letters by default).",
         "properties": {
-            "status": {"type": "string", "enum": [*DeadLetterStatus.values, "all"]},
-            "kind": {"type": "string", "enum": sorted(KINDS)},
+            "status": _or_empty({"type": "string", "enum": [*DeadLetterStatus.values, "all"]}),
+            "kind": _or_empty({"type": "string", "enum": sorted(KINDS)}),
             "error_type": {"type": "string", "maxLength": MAX_ERROR_TYPE_LENGTH, "pattern": NO_NUL},
-            "fingerprint": {"type": "string", "pattern": f"^[0-9a-f]{{{FINGERPRINT_PREFIX_MIN},40}}$"},
-            "created_from": _DATE,
-            "created_to": _DATE,
-            "batch": {"type": "string", "format": "uuid"},
+            "fingerprint": _or_empty(
+                {"type": "string", "pattern": f"^[0-9a-f]{{{FINGERPRINT_PREFIX_MIN},40}}$"}
+            ),
+            "created_from": _or_empty(_DATE),
+            "created_to": _or_empty(_DATE),
+            "batch": _or_empty({"type": "string", "format": "uuid"}),
             "q": {"type": "string", "maxLength": MAX_SEARCH_LENGTH, "pattern": NO_NUL},
         },
     }
