@@ -24,6 +24,7 @@ from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_s
 from deadletters.bulk.watch import replay_outcome
 from deadletters.filters import FILTER_PARAMS
 from deadletters.models import BulkAction, BulkActionKind
+from reports.kinds import KINDS
 from reports.models import ApiScope
 
 BULK_PERMISSION = "deadletters.replay_deadletter"
@@ -84,6 +85,8 @@ def bulk_start(request):
         raise ApiError(
             422, f"must be an object of text values named {', '.join(sorted(FILTER_FIELDS))}", "filter"
         )
+    if given.get("kind") and given["kind"] not in KINDS:
+        raise ApiError(422, f"kind must be a report kind: {', '.join(sorted(KINDS))}", "filter")
     reason = data.get("reason", "")
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
         raise ApiError(422, f"must be text of at most {REASON_MAX} characters", "reason")
