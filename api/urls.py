@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api import alerts, batches, dead_letters, docs, tasks
+from api import alerts, batches, bulk, dead_letters, docs, operator_actions, task_controls, tasks
 
 app_name = "api"
 
@@ -13,6 +13,21 @@ urlpatterns = [
     path("task/<str:task_id>/status", tasks.task_status, name="task-status"),
     path("task/<str:task_id>/replay", tasks.task_replay, name="task-replay"),
     path("task/<str:task_id>/output", tasks.task_output, name="task-output"),
+    path("task/<str:task_id>/cancel", task_controls.task_cancel_view, name="task-cancel"),
+    path("task/<str:task_id>/retry-now", task_controls.task_retry_now_view, name="task-retry-now"),
+    path("task/<str:task_id>/stop", task_controls.task_stop_view, name="task-stop"),
+    path("dead-letter/<str:letter_id>/archive", operator_actions.dead_letter_archive, name="dead-letter-archive"),
+    path("dead-letter/<str:letter_id>/discard", operator_actions.dead_letter_discard, name="dead-letter-discard"),
+    path("dead-letter/<str:letter_id>/restore", operator_actions.dead_letter_restore, name="dead-letter-restore"),
+    path("dead-letter/<str:letter_id>/replay", operator_actions.dead_letter_replay, name="dead-letter-replay"),
+    path("kind/<str:kind>/pause", operator_actions.kind_pause, name="kind-pause"),
+    path("kind/<str:kind>/resume", operator_actions.kind_resume, name="kind-resume"),
+    path("bulk/start", bulk.bulk_start, name="bulk-start"),
+    path("bulk/<str:bulk_id>/status", bulk.bulk_status, name="bulk-status"),
+    path("bulk/<str:bulk_id>/pause", bulk.bulk_pause, name="bulk-pause"),
+    path("bulk/<str:bulk_id>/resume", bulk.bulk_resume, name="bulk-resume"),
+    path("bulk/<str:bulk_id>/cancel", bulk.bulk_cancel, name="bulk-cancel"),
+    path("bulk/<str:bulk_id>/rate", bulk.bulk_rate, name="bulk-rate"),
     path("batch/submit", batches.batch_submit, name="batch-submit"),
     path("batch/<str:batch_id>/status", batches.batch_status, name="batch-status"),
     path("alerts/snooze", alerts.snooze, name="alerts-snooze"),

@@ -349,6 +349,11 @@ BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
 # `manage.py resume_bulk_actions` re-enqueues a pending/running bulk silent for this long.
 BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
 CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
+# GET /metrics: addresses (or networks) that may scrape without a token; the open-letter causes
+# shown by name (the rest add up as "other"); the window of the attempt histograms.
+METRICS_ALLOWED_ADDRESSES = env_list("METRICS_ALLOWED_ADDRESSES", "")
+METRICS_TOP_CAUSES = env_int("METRICS_TOP_CAUSES", 10, minimum=1)
+METRICS_WINDOW_SECONDS = env_int("METRICS_WINDOW_SECONDS", 600, minimum=60)
 # Tracebacks longer than this are cut on the detail page (the full text is one click away).
 CONSOLE_TRACEBACK_DISPLAY_CHARS = env_int("CONSOLE_TRACEBACK_DISPLAY_CHARS", 200_000, minimum=1000)
 

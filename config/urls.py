@@ -12,6 +12,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("img/favicon.ico"), permanent=True)),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("", include("api.metrics_urls")),
     path("admin/", admin.site.urls),
     path("report/", include("reports.urls")),
     path("report/", include("api.urls")),

@@ -3,7 +3,18 @@
 from django.urls import path
 
 from console import language
-from console.views import alerts, audit, batches, bulk, dashboard, dead_letters, kinds, letter_actions, tasks
+from console.views import (
+    alerts,
+    audit,
+    batches,
+    bulk,
+    dashboard,
+    dead_letters,
+    kinds,
+    letter_actions,
+    live,
+    tasks,
+)
 
 app_name = "console"
 
@@ -30,6 +41,12 @@ urlpatterns = [
     path("tasks/<uuid:public_id>/", tasks.task_detail, name="task-detail"),
     path("tasks/<uuid:public_id>/state/", tasks.task_state, name="task-state"),
     path("tasks/<uuid:public_id>/output", tasks.task_output, name="task-output"),
+    path("tasks/<uuid:public_id>/cancel/", live.cancel, name="task-cancel"),
+    path("tasks/<uuid:public_id>/retry-now/", live.retry_now, name="task-retry-now"),
+    path("tasks/<uuid:public_id>/stop/", live.stop, name="task-stop"),
+    # Live tasks.
+    path("running/", live.running_list, name="running"),
+    path("retrying/", live.retrying_list, name="retrying"),
     # Audit log.
     path("audit/", audit.audit, name="audit"),
     # Bulk actions.

@@ -44,7 +44,7 @@ FILTER_PARAMS = (
 )
 FINGERPRINT_PREFIX_MIN = 8
 _FINGERPRINT_RE = re.compile(rf"^[0-9a-f]{{{FINGERPRINT_PREFIX_MIN},40}}$")
-_LETTER_ID_RE = re.compile(r"^#\s*(\d{1,18})$")
+_LETTER_ID_RE = re.compile(r"^#\s*([0-9]{1,18})$")
 _TASK_PREFIX_RE = re.compile(r"^[0-9a-f][0-9a-f-]*$")
 TASK_PREFIX_MIN = 8  # hex digits: the console shows the first 8 of a task id
 TEXT_SEARCH_MIN = 3  # characters: a trigram index answers nothing shorter
@@ -260,7 +260,7 @@ def search_condition(text: str) -> Q:
         # join on the task's UUID let PostgreSQL walk every open letter newest first (0.7 s at 1M).
         return Q(task_id__in=list(ReportTask.objects.filter(public_id=task_id).values_list("pk", flat=True)))
     conditions = []
-    if text.isdigit() and len(text) < 19:
+    if text.isascii() and text.isdigit() and len(text) < 19:  # "¹".isdigit() is true too
         conditions.append(Q(pk=int(text)))
     compact = text.lower().replace("-", "")
     if _TASK_PREFIX_RE.match(text.lower()) and TASK_PREFIX_MIN <= len(compact) <= 32:

@@ -68,6 +68,25 @@ class DeadLetter(models.Model):
         return f"dead letter {self.pk} of task {self.task_id} ({self.status})"
 
 
+class OpenLetterCount(models.Model):
+    """Open dead letters per (kind, fingerprint), kept by database triggers on the dead-letter table
+    (deadletters/migrations/0007_open_letter_counts.py) in the transaction of each change, so
+    /metrics reads a few rows instead of counting a million. Rows may hold 0."""
+
+    kind = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=40)
+    error_type = models.CharField(max_length=200, blank=True)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "fingerprint"], name="open_letter_count_kind_fingerprint")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} open {self.kind} letters of {self.fingerprint[:12]}"
+
+
 class AuditEntry(models.Model):
     """Who did what to which dead letter or task. Written by services only, never edited."""
 

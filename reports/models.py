@@ -9,6 +9,9 @@ class TaskStatus(models.TextChoices):
     RETRYING = "retrying"
     DONE = "done"
     DEAD = "dead"
+    # An operator (or the owning client) called it off before it ran to an end: it never runs
+    # again and it is not a dead letter.
+    CANCELLED = "cancelled"
 
 
 class Priority(models.TextChoices):
@@ -28,6 +31,8 @@ class ApiScope(models.TextChoices):
     REPLAY = "replay"
     # Widens the others to every client's tasks (and allows operator-only kinds such as the probe).
     OPERATOR = "operator"
+    # Reads GET /metrics and nothing else.
+    METRICS = "metrics"
 
 
 def idempotency_constraints(prefix: str) -> list[models.UniqueConstraint]:
@@ -184,6 +189,8 @@ class AttemptOutcome(models.TextChoices):
     FAILED = "failed"
     TIMEOUT = "timeout"
     ABANDONED = "abandoned"
+    # An operator stopped the running attempt (reports/services/controls.py).
+    STOPPED = "stopped"
 
 
 class TaskAttempt(models.Model):
@@ -200,10 +207,31 @@ class TaskAttempt(models.Model):
 
     class Meta:
         ordering = ["task_id", "number"]
+        # The metrics' recent window (reports/metrics.py): attempts that finished in the last minutes.
+        indexes = [models.Index(fields=["finished_at"], name="attempt_finished_at")]
         constraints = [models.UniqueConstraint(fields=["task", "number"], name="attempt_unique_number")]
 
     def __str__(self) -> str:
         return f"attempt {self.number} of {self.task_id}: {self.outcome}"
+
+
+class TaskCounter(models.Model):
+    """Monotonic counts of task events per kind (deaths, cancellations), bumped in the transaction
+    of the event itself, for /metrics counters: dead letters are purged and tasks replayed, so no
+    row count would only ever grow."""
+
+    kind = models.CharField(max_length=64)
+    event = models.CharField(max_length=20)
+    count = models.BigIntegerField(default=0)
+    # Completions are counted from attempt rows up to a checkpoint (reports/metrics.py): the row of
+    # kind "" holds it.
+    counted_through = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "event"], name="task_counter_kind_event")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.event}: {self.count}"
 
 
 class Order(models.Model):

@@ -1,9 +1,10 @@
 """Read-side queries for report tasks and the demo data."""
 
+import re
 import uuid
 
-from django.db.models import Count
-from django.db.models.functions import Length, Substr
+from django.db.models import Count, Q, TextField
+from django.db.models.functions import Cast, Length, Substr
 
 from reports.models import ApiToken, Order, ReportBatch, ReportTask, TaskStatus
 
@@ -60,8 +61,15 @@ def api_tokens() -> list[ApiToken]:
     return list(ApiToken.objects.order_by("name"))
 
 
-def tasks_matching(*, status: str = "", kind: str = "", batch_public_id=None):
-    """Report tasks filtered by status, kind and batch; unordered (the caller pages it)."""
+TASK_ID_PREFIX_RE = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+def tasks_matching(
+    *, status: str = "", kind: str = "", batch_public_id=None, id_prefix: str = "", client: str = "", params_text: str = ""
+):
+    """Report tasks filtered by status, kind, batch, the start of their id (hex digits, dashes
+    ignored: a range of the public_id index), the client (its token's name or who submitted) and
+    text in their params; unordered (the caller pages it)."""
     qs = ReportTask.objects.select_related("batch").defer("params", "last_error")
     if status:
         qs = qs.filter(status=status)
@@ -69,6 +77,16 @@ def tasks_matching(*, status: str = "", kind: str = "", batch_public_id=None):
         qs = qs.filter(kind=kind)
     if batch_public_id:
         qs = qs.filter(batch__public_id=batch_public_id)
+    if id_prefix:
+        digits = id_prefix.replace("-", "").lower()
+        if not TASK_ID_PREFIX_RE.match(digits):
+            return qs.none()
+        low, high = digits.ljust(32, "0"), digits.ljust(32, "f")
+        qs = qs.filter(public_id__gte=uuid.UUID(low), public_id__lte=uuid.UUID(high))
+    if client:
+        qs = qs.filter(Q(owner__name=client) | Q(submitted_by=client))
+    if params_text:
+        qs = qs.annotate(params_text=Cast("params", TextField())).filter(params_text__icontains=params_text)
     return qs
 
 

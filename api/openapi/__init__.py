@@ -7,6 +7,9 @@ from django.conf import settings
 
 from api.openapi.alerts import alert_paths
 from api.openapi.batches import batch_paths
+from api.openapi.bulk import bulk_components, bulk_paths
+from api.openapi.controls import control_components, control_paths
+from api.openapi.operator import operator_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
 
@@ -45,6 +48,10 @@ def openapi_document(server_url: str | None = None) -> dict:
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **batch_paths(), **alert_paths()},
-        "components": components(),
+        "paths": {**task_paths(), **control_paths(), **operator_paths(), **bulk_paths(), **batch_paths(), **alert_paths()},
+        "components": _with(components(), {**control_components(), **bulk_components()}),
     }
+
+
+def _with(components: dict, schemas: dict) -> dict:
+    return {**components, "schemas": {**components["schemas"], **schemas}}

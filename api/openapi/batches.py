@@ -27,7 +27,7 @@ def batch_paths() -> dict:
             "status": {"type": "string", "enum": ["open", "completed"]},
             **{
                 name: {"type": "integer"}
-                for name in ("total", "done", "dead", "running", "pending", "retrying")
+                for name in ("total", "done", "dead", "running", "pending", "retrying", "cancelled")
             },
             "percent": {"type": "number"},
             "created_at": {"type": "string", "format": "date-time"},

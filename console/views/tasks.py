@@ -8,6 +8,7 @@ from django.db.models.functions import Substr
 from django.http import FileResponse, Http404
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django_htmx.http import HttpResponseStopPolling
 
@@ -19,7 +20,13 @@ from deadletters.selectors.audit import audit_for_task
 from deadletters.selectors.letters import newer_dead_letters_of_task
 from reports.models import ReportTask, TaskStatus
 from reports.outputs import open_output, output_content_type, output_filename
-from reports.selectors import task_attempts, task_by_public_id, task_kinds_seen, tasks_matching
+from reports.selectors import (
+    TASK_ID_PREFIX_RE,
+    task_attempts,
+    task_by_public_id,
+    task_kinds_seen,
+    tasks_matching,
+)
 
 ACTIVE_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
 
@@ -31,6 +38,7 @@ def task_state_context(task: ReportTask, *, after_letter_id: int | None) -> dict
         "newer_letters": newer,
         "after_letter_id": after_letter_id,
         "polling": task.status in ACTIVE_TASK_STATUSES,
+        "task_url": reverse("console:task-detail", args=[task.public_id]),
     }
 
 
@@ -66,13 +74,27 @@ def task_list(request):
             batch = uuid.UUID(batch_raw)
         except ValueError:
             notices.append(_("%(value)r is not a batch id: filter ignored.") % {"value": batch_raw[:50]})
+    task_id = param(request, "id", 36)
+    if task_id and not TASK_ID_PREFIX_RE.match(task_id.replace("-", "").lower()):
+        notices.append(
+            _("%(value)r is not the start of a task id (4+ hex digits): filter ignored.") % {"value": task_id[:36]}
+        )
+        task_id = ""
+    client, params_text = param(request, "client", 150), param(request, "params", 200)
     cursor = parse_cursor(request, notices)
     # The list shows the head of each dead or retrying task's last error (the full text is on its page).
-    qs = tasks_matching(status=status, kind=kind, batch_public_id=batch).annotate(
-        error_head=Substr("last_error", 1, 300)
-    )
+    qs = tasks_matching(
+        status=status, kind=kind, batch_public_id=batch, id_prefix=task_id, client=client, params_text=params_text
+    ).annotate(error_head=Substr("last_error", 1, 300))
     page = keyset_page(qs, cursor=cursor, size=settings.CONSOLE_PAGE_SIZE)
-    params = {"status": status, "kind": kind, "batch": str(batch) if batch else ""}
+    params = {
+        "status": status,
+        "kind": kind,
+        "batch": str(batch) if batch else "",
+        "id": task_id,
+        "client": client,
+        "params": params_text,
+    }
     context = {
         "page": page,
         "status": status,
@@ -82,7 +104,10 @@ def task_list(request):
         "kinds": task_kinds_seen(),
         "notices": notices,
         **pager_context(page, params),
-        "is_filtered": bool(status or kind or batch),
+        "task_id": task_id,
+        "client": client,
+        "params_text": params_text,
+        "is_filtered": bool(status or kind or batch or task_id or client or params_text),
     }
     if wants_partial(request):
         return render(request, "console/_task_rows.html", context)

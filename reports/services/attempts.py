@@ -19,6 +19,7 @@ import reports.services.attempt_sql as attempt_sql
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services.backoff import retry_delay
+from reports.services.counters import DEATHS, bump_counter
 from reports.signals import task_died
 from reports.worker import concurrency
 
@@ -252,6 +253,7 @@ def record_attempt_failure(
             # enqueues it then, so no process that may die holds the due time.
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome, next_retry_at)
             return TaskStatus.RETRYING
+        bump_counter(kind=task.kind, event=DEATHS)
         task_died.send(sender=ReportTask, task=task, failure=failure)
         logger.warning("task %s is dead after attempt %s: %s", task_id, attempt, last_error[:200])
         return TaskStatus.DEAD

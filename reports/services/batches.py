@@ -243,10 +243,11 @@ class BatchProgress:
     running: int
     pending: int  # not started yet or waiting for a retry (retrying is counted here too)
     retrying: int
+    cancelled: int = 0
 
     @property
     def finished(self) -> int:
-        return self.done + self.dead
+        return self.done + self.dead + self.cancelled
 
     @property
     def percent(self) -> float:
@@ -262,6 +263,7 @@ class BatchProgress:
             "running": self.running,
             "pending": self.pending,
             "retrying": self.retrying,
+            "cancelled": self.cancelled,
             "percent": self.percent,
         }
 
@@ -282,6 +284,7 @@ def batch_progress(*, batch: ReportBatch) -> BatchProgress:
         running=counts.get(TaskStatus.RUNNING, 0),
         pending=counts.get(TaskStatus.PENDING, 0) + counts.get(TaskStatus.RETRYING, 0),
         retrying=counts.get(TaskStatus.RETRYING, 0),
+        cancelled=counts.get(TaskStatus.CANCELLED, 0),
     )
 
 

@@ -14,7 +14,7 @@ from django.urls import URLPattern, get_resolver
 
 from api.openapi import openapi_document
 from api.submit_budget import REPLAY, charge_budget, charge_submit_budget
-from deadletters.models import AlertSnooze
+from deadletters.models import AlertSnooze, BulkAction
 from reports.models import ReportBatch, TaskStatus
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
@@ -95,7 +95,12 @@ def validate(doc, schema, value, where="$"):
 def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
     path = re.sub(r"^/report/alerts/snooze/[^/]+/lift$", "/report/alerts/snooze/{snooze_id}/lift", path)
-    return re.sub(r"^/report/task/[^/]+/(status|replay|output)$", r"/report/task/{task_id}/\1", path)
+    path = re.sub(r"^/report/dead-letter/[^/]+/(\w+)$", r"/report/dead-letter/{letter_id}/\1", path)
+    path = re.sub(r"^/report/kind/[^/]+/(\w+)$", r"/report/kind/{kind}/\1", path)
+    path = re.sub(r"^/report/bulk/(?!start$)[^/]+/(\w+)$", r"/report/bulk/{bulk_id}/\1", path)
+    return re.sub(
+        r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$", r"/report/task/{task_id}/\1", path
+    )
 
 
 @pytest.fixture
@@ -117,6 +122,13 @@ def world(db, media_root, django_user_model, api_token):
         "running": make_task(status=TaskStatus.RUNNING, attempt=1),
         "dead": make_dead_letter(error_message="boom\ntrace").task,
         "staff": staff,
+        "pending": make_task(),
+        "retrying": make_task(status=TaskStatus.RETRYING, attempt=1),
+        "stoppable": make_task(status=TaskStatus.RUNNING, attempt=1),
+        "to_archive": make_dead_letter(error_message="to archive"),
+        "to_discard": make_dead_letter(error_message="to discard"),
+        "to_restore": make_dead_letter(error_message="to restore", status="archived"),
+        "to_replay": make_dead_letter(error_message="to replay"),
     }
 
 
@@ -231,7 +243,105 @@ def scenarios(world):
         ("post", "/report/alerts/snooze/999999/lift", {}, "reader"),
         ("get", "/report/alerts/snooze/999999/lift", {}, "token"),
         ("post", "SNOOZE_LIFT", {}, "token"),
+        *control_scenarios(world, missing),
+        *operator_scenarios(world),
+        *bulk_scenarios(missing),
     ]
+
+
+def bulk_scenarios(missing):
+    js = {"content_type": "application/json"}
+    start = "/report/bulk/start"
+    cases = [
+        ("post", start, {"data": {"action": "archive", "why": 1}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive"}, **js}, None),
+        ("post", start, {"data": {"action": "archive"}, **js}, "reader"),
+        ("get", start, {}, "token"),
+        ("post", start, {"data": "x" * 300_000, **js}, "token"),
+        ("post", start, {"data": "{}", "content_type": "text/plain"}, "token"),
+        ("post", start, {"data": {"action": "nope"}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive", "dry_run": True}, **js}, "token"),
+        ("post", start, {"data": {"action": "archive", "filter": {"q": "no such text"}}, **js}, "token"),
+        ("get", "BULK/status", {}, "token"),
+        ("get", "BULK/status", {}, None),
+        ("get", "BULK/status", {}, "reader"),
+        ("get", f"/report/bulk/{missing}/status", {}, "token"),
+        ("post", "BULK/status", {}, "token"),
+    ]
+    for action in ("pause", "resume", "rate", "cancel"):
+        body = {"data": {"rate_per_second": 2}, **js} if action == "rate" else {**js}
+        cases += [
+            ("post", f"BULK/{action}", {"data": {"why": 1}, **js}, "token"),
+            ("post", f"BULK/{action}", body, None),
+            ("post", f"BULK/{action}", body, "reader"),
+            ("post", f"/report/bulk/{missing}/{action}", body, "token"),
+            ("get", f"BULK/{action}", {}, "token"),
+            ("post", f"BULK/{action}", {"data": "x" * 300_000, **js}, "token"),
+            ("post", f"BULK/{action}", {"data": "{}", "content_type": "text/plain"}, "token"),
+        ]
+        if action == "rate":
+            cases.append(("post", "BULK/rate", {"data": {"rate_per_second": -1}, **js}, "token"))
+        cases += [("post", f"BULK/{action}", body, "token")] * (1 if action == "rate" else 2)
+    cases.append(("post", "BULK/rate", {"data": {"rate_per_second": 2}, **js}, "token"))  # cancelled: 409
+    return cases
+
+
+def operator_scenarios(world):
+    """Dead-letter and kind actions: each refusal first, then the call that acts (and, where a
+    second call conflicts, that one)."""
+    js = {"content_type": "application/json"}
+    done_letter = world["dead"].dead_letters.get().pk  # its task is replayed by an earlier scenario
+    cases = []
+    for path, missing_path, conflict_path, bad, tail in (
+        *(
+            (f"/report/dead-letter/{world[f'to_{a}'].pk}/{a}", f"/report/dead-letter/999999/{a}", None, {"reason": 1}, 2)
+            for a in ("archive", "discard", "restore")
+        ),
+        (f"/report/dead-letter/{world['to_replay'].pk}/replay", "/report/dead-letter/999999/replay",
+         f"/report/dead-letter/{done_letter}/replay", {"params": [1]}, 1),
+        ("/report/kind/sales_summary/pause", "/report/kind/nope/pause", None, {"reason": 1}, 1),
+        ("/report/kind/sales_summary/resume", "/report/kind/nope/resume", None, {"reason": 1}, 2),
+    ):
+        cases += [
+            ("post", path, {"data": {"why": 1}, **js}, "token"),
+            ("post", path, {**js}, None),
+            ("post", path, {**js}, "reader"),
+            ("post", missing_path, {**js}, "token"),
+            ("get", path, {}, "token"),
+            ("post", path, {"data": "x" * 300_000, **js}, "token"),
+            ("post", path, {"data": "{}", "content_type": "text/plain"}, "token"),
+            ("post", path, {"data": bad, **js}, "token"),
+        ]
+        if conflict_path:
+            cases.append(("post", conflict_path, {**js}, "token"))
+        cases += [("post", path, {"data": {"reason": "contract"}, **js}, "token")] * tail
+    return cases
+
+
+def control_scenarios(world, missing):
+    """Cancel, retry now and stop: each refusal first, then the one call that acts."""
+    js = {"content_type": "application/json"}
+    done = world["done"].public_id
+    cases = []
+    for action, target, bad_field in (
+        ("cancel", world["pending"].public_id, {"reason": 1}),
+        ("retry-now", world["retrying"].public_id, {"reason": 1}),
+        ("stop", world["stoppable"].public_id, {"then": "later"}),
+    ):
+        path = f"/report/task/{target}/{action}"
+        cases += [
+            ("post", path, {"data": {"why": 1}, **js}, "token"),
+            ("post", path, {**js}, None),
+            ("post", path, {**js}, "reader"),
+            ("post", f"/report/task/{missing}/{action}", {**js}, "token"),
+            ("get", path, {}, "token"),
+            ("post", f"/report/task/{done}/{action}", {**js}, "token"),
+            ("post", path, {"data": "x" * 300_000, **js}, "token"),
+            ("post", path, {"data": "{}", "content_type": "text/plain"}, "token"),
+            ("post", path, {"data": bad_field, **js}, "token"),
+            ("post", path, {"data": {"reason": "contract"}, **js}, "token"),
+        ]
+    return cases
 
 
 def call(world, method, path, kwargs, credentials):
@@ -261,6 +371,8 @@ def test_every_documented_response_happens_and_matches_its_schema(world):
             path = f"/report/batch/{ReportBatch.objects.get().public_id}/status"
         if path == "SNOOZE_LIFT":
             path = f"/report/alerts/snooze/{AlertSnooze.objects.get().pk}/lift"
+        if path.startswith("BULK/"):
+            path = f"/report/bulk/{BulkAction.objects.get().public_id}/{path.removeprefix('BULK/')}"
         response = call(world, method, path, kwargs, credentials)
         template = template_of(path)
         status = str(response.status_code)

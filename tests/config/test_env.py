@@ -311,3 +311,12 @@ def test_the_worker_class_follows_report_worker_and_a_bad_one_fails_with_its_nam
     bad = subprocess.run([sys.executable, "-c", probe], cwd=BASE_DIR, env=dict(environ, REPORT_WORKER="threads"),
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "REPORT_WORKER must be pool, fork or simple, got 'threads'" in bad.stderr
+
+
+def test_metrics_settings_are_read_from_the_environment(tmp_path):
+    names = ("METRICS_ALLOWED_ADDRESSES", "METRICS_TOP_CAUSES", "METRICS_WINDOW_SECONDS")
+    read = _settings_with(dict(zip(names, ("10.0.0.0/8, 192.0.2.7", "5", "300"), strict=True)), tmp_path)
+    assert read["METRICS_ALLOWED_ADDRESSES"] == "['10.0.0.0/8', '192.0.2.7']"
+    assert (read["METRICS_TOP_CAUSES"], read["METRICS_WINDOW_SECONDS"]) == ("5", "300")
+    defaults = _settings_with({}, tmp_path)
+    assert tuple(defaults[name] for name in names) == ("[]", "10", "600")

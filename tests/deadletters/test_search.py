@@ -10,7 +10,12 @@ import pytest
 from django.db import connection
 from django.http import QueryDict
 
-from deadletters.filters import InvalidFilter, filtered_dead_letters, parse_dead_letter_filters
+from deadletters.filters import (
+    InvalidFilter,
+    filtered_dead_letters,
+    parse_dead_letter_filters,
+    search_condition,
+)
 from deadletters.models import DeadLetter
 from reports.models import ReportTask, TaskStatus
 from tests.factories import make_dead_letter, make_task
@@ -183,3 +188,9 @@ def test_each_search_is_answered_from_an_index():
         # (SQLite walks the status index newest first and checks the prefix: an index either way)
         assert "USING INDEX" in plans["fingerprint prefix"], plans["fingerprint prefix"]
         assert "SCAN" in plans["text"] or "dl_status_created" in plans["text"], plans["text"]
+
+
+@pytest.mark.parametrize("text", ["¹", "#¹²", "٣٤٥"])
+def test_digits_of_other_scripts_are_text_not_ids(text):
+    """Unicode digits pass str.isdigit() and \\d but not int(): they were a 500 on the API's search."""
+    assert list(DeadLetter.objects.filter(search_condition(text))) == []

@@ -1,0 +1,149 @@
+"""Bulk dead-letter actions through the API, as the console runs them (deadletters/bulk): start one
+over everything a filter matches (a dry run only counts), follow it, pause, resume, cancel it or
+change its rate. Token scope `operator`; sessions: the console's permission for the action."""
+
+import uuid
+from urllib.parse import urlencode
+
+from django.http import JsonResponse
+from django.urls import reverse
+
+from api.auth import api_endpoint
+from api.errors import ApiError
+from api.request_body import iso, read_json_object
+from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.control import (
+    BulkStateConflict,
+    cancel_bulk_action,
+    change_bulk_rate,
+    pause_bulk_action,
+    resume_bulk_action,
+    start_bulk_action,
+)
+from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_selection, preview_bulk_action
+from deadletters.bulk.watch import replay_outcome
+from deadletters.filters import FILTER_PARAMS
+from deadletters.models import BulkAction, BulkActionKind
+from reports.kinds import KINDS
+from reports.models import ApiScope
+
+BULK_PERMISSION = "deadletters.replay_deadletter"
+START_FIELDS = {"action", "filter", "rate_per_second", "reason", "dry_run"}
+FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
+
+
+def bulk_status_body(bulk: BulkAction) -> dict:
+    body = {
+        "id": str(bulk.public_id),
+        "action": bulk.action,
+        "status": bulk.status,
+        "total": bulk.total,
+        "processed": bulk.processed,
+        "succeeded": bulk.succeeded,
+        "skipped": bulk.skipped,
+        "percent": bulk.percent,
+        "rate_per_second": bulk.rate_per_second,
+        "paused_reason": bulk.paused_reason or None,
+        "error": bulk.error or None,
+        "created_at": iso(bulk.created_at),
+        "finished_at": iso(bulk.finished_at),
+        "outcome": None,
+    }
+    if bulk.action == BulkActionKind.REPLAY:
+        outcome = replay_outcome(bulk)
+        body["outcome"] = {
+            "replayed": outcome.replayed,
+            "finished": outcome.finished,
+            "died_again": outcome.died_again,
+        }
+    return body
+
+
+def _bulk_or_404(bulk_id: str) -> BulkAction:
+    try:
+        public_id = uuid.UUID(bulk_id)
+    except ValueError:
+        raise ApiError(404, "no such bulk action") from None
+    bulk = BulkAction.objects.filter(public_id=public_id).first()
+    if bulk is None:
+        raise ApiError(404, "no such bulk action")
+    return bulk
+
+
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=BULK_PERMISSION)
+def bulk_start(request):
+    data = read_json_object(request, allowed=START_FIELDS)
+    action = data.get("action")
+    if action not in BulkActionKind.values:
+        raise ApiError(422, f"must be one of {', '.join(BulkActionKind.values)}", "action")
+    given = data.get("filter", {})
+    if (
+        not isinstance(given, dict)
+        or set(given) - FILTER_FIELDS
+        or not all(isinstance(v, str) for v in given.values())
+    ):
+        raise ApiError(
+            422, f"must be an object of text values named {', '.join(sorted(FILTER_FIELDS))}", "filter"
+        )
+    if given.get("kind") and given["kind"] not in KINDS:
+        raise ApiError(422, f"kind must be a report kind: {', '.join(sorted(KINDS))}", "filter")
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > REASON_MAX:
+        raise ApiError(422, f"must be text of at most {REASON_MAX} characters", "reason")
+    rate = data.get("rate_per_second", 0.0)
+    if "rate_per_second" in data and (isinstance(rate, bool) or not isinstance(rate, int | float)):
+        raise ApiError(422, "must be a number (items per second)", "rate_per_second")
+    if not isinstance(data.get("dry_run", False), bool):
+        raise ApiError(422, "must be true or false", "dry_run")
+    try:
+        selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given))
+        if data.get("dry_run"):
+            return JsonResponse({"dry_run": True, "count": preview_bulk_action(selection=selection).count})
+        bulk, _ = start_bulk_action(
+            selection=selection,
+            actor=request.api_client.actor,
+            ip_address=client_ip(request),
+            reason=reason,
+            rate_per_second=data.get("rate_per_second"),
+        )
+    except InvalidBulkRequest as exc:
+        raise ApiError(422, str(exc), "filter" if exc.field == "filter_qs" else exc.field) from None
+    except ReasonRequired as exc:
+        raise ApiError(422, str(exc), "reason") from None
+    response = JsonResponse(bulk_status_body(bulk), status=202)
+    response["Location"] = reverse("api:bulk-status", args=[bulk.public_id])
+    return response
+
+
+@api_endpoint(methods=("GET",), scope=ApiScope.OPERATOR, permission="deadletters.view_bulkaction")
+def bulk_status(request, bulk_id):
+    return JsonResponse(bulk_status_body(_bulk_or_404(bulk_id)))
+
+
+def _control(change):
+    @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=BULK_PERMISSION)
+    def view(request, bulk_id):
+        bulk = _bulk_or_404(bulk_id)
+        data = read_json_object(
+            request, allowed={"rate_per_second"} if change is change_bulk_rate else set(), required=False
+        )
+        who = {"actor": request.api_client.actor, "ip_address": client_ip(request)}
+        try:
+            if change is change_bulk_rate:
+                bulk = change(bulk_id=bulk.pk, rate_per_second=data.get("rate_per_second"), **who)
+            else:
+                bulk = change(bulk_id=bulk.pk, **who)
+        except BulkStateConflict as exc:
+            raise ApiError(409, str(exc)) from None
+        except InvalidBulkRequest as exc:
+            raise ApiError(422, str(exc), "rate_per_second") from None
+        return JsonResponse(bulk_status_body(bulk))
+
+    view.__name__ = change.__name__
+    return view
+
+
+bulk_pause = _control(pause_bulk_action)
+bulk_resume = _control(resume_bulk_action)
+bulk_cancel = _control(cancel_bulk_action)
+bulk_rate = _control(change_bulk_rate)

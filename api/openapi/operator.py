@@ -1,0 +1,151 @@
+"""The operator actions of the OpenAPI document: one dead letter's archive, discard, restore and
+replay (optionally with edited params), and pausing or resuming a report kind."""
+
+from api.openapi.common import (
+    FORBIDDEN,
+    MALFORMED,
+    NO_NUL,
+    NOT_ALLOWED,
+    NOT_JSON,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    error,
+    needs_scope,
+)
+from api.openapi.kinds import _params_ref
+from reports.kinds import KINDS
+
+TAGS = ["Operator actions"]
+LETTER_ID = {
+    "name": "letter_id",
+    "in": "path",
+    "required": True,
+    "description": "The dead letter's id (`id` in the dead-letter list).",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 999999999999},
+}
+KIND = {
+    "name": "kind",
+    "in": "path",
+    "required": True,
+    "description": "A report kind.",
+    "schema": {"type": "string", "enum": sorted(KINDS)},
+}
+_REASON = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": NO_NUL,
+    "description": "Why; kept in the audit log.",
+}
+
+
+def _ok(description: str, properties: dict) -> dict:
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["ok", *properties],
+        "properties": {"ok": {"type": "boolean", "const": True}, **properties},
+    }
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _operation(
+    *, operation_id, summary, description, parameter, body, ok, not_found, conflict, invalid
+) -> dict:
+    return {
+        "post": {
+            "operationId": operation_id,
+            "tags": TAGS,
+            "summary": summary,
+            "description": description,
+            "security": needs_scope("operator"),
+            "parameters": [parameter],
+            "requestBody": {"required": False, "content": {"application/json": {"schema": body}}},
+            "responses": {
+                "200": ok,
+                "400": MALFORMED,
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": error(not_found),
+                "405": NOT_ALLOWED,
+                **({"409": error(conflict)} if conflict else {}),
+                "413": TOO_LARGE,
+                "415": NOT_JSON,
+                "422": error(invalid),
+            },
+        }
+    }
+
+
+def operator_paths() -> dict:
+    reason_body = {"type": "object", "additionalProperties": False, "properties": {"reason": _REASON}}
+    letter_ok = _ok("Done.", {"id": {"type": "integer"}, "status": {"type": "string"}})
+    paths = {}
+    for action, summary, what in (
+        ("archive", "Archive a dead letter", "open"),
+        ("discard", "Discard a dead letter (never replay it)", "open or archived"),
+        ("restore", "Restore an archived or discarded dead letter to open", "archived or discarded"),
+    ):
+        paths[f"/report/dead-letter/{{letter_id}}/{action}"] = _operation(
+            operation_id=f"{action}DeadLetter",
+            summary=summary,
+            description="Token scope `operator`; sessions: `deadletters.archive_deadletter`. Audited.",
+            parameter=LETTER_ID,
+            body=reason_body,
+            ok=letter_ok,
+            not_found="No dead letter with this id.",
+            conflict=f"The letter is not {what} (someone else got there first); nothing changed.",
+            invalid="Invalid `reason`, or none while DEADLETTER_REQUIRE_REASON is set.",
+        )
+    paths["/report/dead-letter/{letter_id}/replay"] = _operation(
+        operation_id="replayDeadLetter",
+        summary="Replay a dead letter's task, optionally with edited params",
+        description="Token scope `operator`; sessions: `deadletters.replay_deadletter`, and "
+        "`deadletters.replay_edited_deadletter` to change the params. Runs once however often called.",
+        parameter=LETTER_ID,
+        body={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "reason": _REASON,
+                "params": {
+                    "anyOf": [_params_ref(name) for name in sorted(KINDS)],
+                    "description": "The params to run with instead: those of the letter's kind (422 otherwise).",
+                },
+            },
+        },
+        ok=_ok(
+            "Replayed.",
+            {
+                "id": {"type": "integer"},
+                "task_id": {"type": "string", "format": "uuid"},
+                "status": {"type": "string"},
+            },
+        ),
+        not_found="No dead letter with this id.",
+        conflict="The letter's task is not dead (already replayed, or running).",
+        invalid="Invalid `reason` or `params` (`field` names it).",
+    )
+    for action, summary, conflict in (
+        ("pause", "Pause a report kind: its tasks wait without using attempts", None),
+        ("resume", "Resume a paused report kind; its waiting tasks are enqueued", "The kind is not paused."),
+    ):
+        paths[f"/report/kind/{{kind}}/{action}"] = _operation(
+            operation_id=f"{action}Kind",
+            summary=summary,
+            description="Token scope `operator`; sessions: `deadletters.replay_deadletter`. Audited.",
+            parameter=KIND,
+            body=reason_body,
+            ok=_ok(
+                "Paused (`changed` false: it already was)." if action == "pause" else "Resumed.",
+                {"kind": {"type": "string"}, "paused": {"type": "boolean"}}
+                | (
+                    {"changed": {"type": "boolean"}}
+                    if action == "pause"
+                    else {"waiting": {"type": "integer"}}
+                ),
+            ),
+            not_found="Not a report kind.",
+            conflict=conflict,
+            invalid="Invalid `reason`.",
+        )
+    return paths

@@ -1,0 +1,118 @@
+"""The console's operator actions in the API: archive, discard, restore and replay (plainly or with
+edited params) of one dead letter, and pausing or resuming a report kind. Token scope `operator`;
+a console session needs the console's permission for the same action. Each is the service the
+console calls, audited with source "api"."""
+
+import re
+
+from django.http import JsonResponse
+
+from api.auth import api_endpoint
+from api.errors import ApiError
+from api.request_body import read_json_object
+from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.services.kind_pauses import pause_kind, resume_kind
+from deadletters.services.letters import DeadLetterNotFound
+from deadletters.services.replay import replay_dead_letter
+from deadletters.services.transitions import DeadLetterConflict, change_dead_letter
+from reports.errors import InvalidParams
+from reports.models import ApiScope
+from reports.services import TaskNotReplayable
+from reports.services.pausing import KindNotPaused
+
+ARCHIVE_PERMISSION = "deadletters.archive_deadletter"
+REPLAY_PERMISSION = "deadletters.replay_deadletter"
+REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
+KIND_PERMISSION = "deadletters.replay_deadletter"
+LETTER_ID_RE = re.compile(r"[0-9]{1,12}\Z")
+
+
+def _reason(request, allowed=frozenset({"reason"})) -> tuple[str, dict]:
+    data = read_json_object(request, allowed=set(allowed), required=False)
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > REASON_MAX:
+        raise ApiError(422, f"must be text of at most {REASON_MAX} characters", "reason")
+    return reason, data
+
+
+def _letter_id(raw: str) -> int:
+    """The path's letter id; anything else is as unknown as a made-up id (a JSON 404)."""
+    if not LETTER_ID_RE.match(raw):
+        raise ApiError(404, "no such dead letter")
+    return int(raw)
+
+
+def _who(request) -> dict:
+    return {"actor": request.api_client.actor, "source": "api", "ip_address": client_ip(request)}
+
+
+def _letter_action(action: str):
+    @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=ARCHIVE_PERMISSION)
+    def view(request, letter_id: str):
+        letter_id = _letter_id(letter_id)
+        reason, _ = _reason(request)
+        try:
+            letter = change_dead_letter(
+                action=action, dead_letter_id=letter_id, reason=reason, **_who(request)
+            )
+        except DeadLetterNotFound:
+            raise ApiError(404, "no such dead letter") from None
+        except DeadLetterConflict as exc:
+            raise ApiError(409, str(exc)) from None
+        except ReasonRequired as exc:
+            raise ApiError(422, str(exc), "reason") from None
+        return JsonResponse({"ok": True, "id": letter.pk, "status": letter.status})
+
+    view.__name__ = f"dead_letter_{action}"
+    return view
+
+
+dead_letter_archive = _letter_action("archive")
+dead_letter_discard = _letter_action("discard")
+dead_letter_restore = _letter_action("restore")
+
+
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=REPLAY_PERMISSION)
+def dead_letter_replay(request, letter_id: str):
+    letter_id = _letter_id(letter_id)
+    reason, data = _reason(request, allowed={"reason", "params"})
+    params = data.get("params")
+    if params is not None:
+        if not isinstance(params, dict):
+            raise ApiError(422, "must be a JSON object", "params")
+        user = request.api_client.user
+        if user is not None and not user.has_perm(REPLAY_EDIT_PERMISSION):
+            raise ApiError(403, f"the console user lacks the permission {REPLAY_EDIT_PERMISSION}")
+    try:
+        task = replay_dead_letter(dead_letter_id=letter_id, reason=reason, params=params, **_who(request))
+    except DeadLetterNotFound:
+        raise ApiError(404, "no such dead letter") from None
+    except TaskNotReplayable as exc:
+        raise ApiError(409, str(exc)) from None
+    except ReasonRequired as exc:
+        raise ApiError(422, str(exc), "reason") from None
+    except InvalidParams as exc:
+        raise ApiError(422, exc.message, exc.field or "params") from None
+    return JsonResponse({"ok": True, "id": letter_id, "task_id": str(task.public_id), "status": task.status})
+
+
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=KIND_PERMISSION)
+def kind_pause(request, kind: str):
+    reason, _ = _reason(request)
+    try:
+        row, created = pause_kind(kind=kind, reason=reason, **_who(request))
+    except InvalidParams as exc:
+        raise ApiError(404, exc.message) from None
+    return JsonResponse({"ok": True, "kind": row.kind, "paused": True, "changed": created})
+
+
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=KIND_PERMISSION)
+def kind_resume(request, kind: str):
+    _reason(request)
+    try:
+        waiting = resume_kind(kind=kind, **_who(request))
+    except InvalidParams as exc:
+        raise ApiError(404, exc.message) from None
+    except KindNotPaused:
+        raise ApiError(409, f"{kind} is not paused") from None
+    return JsonResponse({"ok": True, "kind": kind, "paused": False, "waiting": waiting})

@@ -1,0 +1,66 @@
+import csv
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from deadletters.filters import filtered_dead_letters
+from deadletters.management.filter_options import add_filter_options, filters_from_options
+
+FIELDS = (
+    "id", "task_id", "kind", "status", "error_type", "error_message", "fingerprint", "attempts",
+    "created_at", "expire_at", "replayed_at", "replayed_by", "archived_at", "discarded_at", "params",
+)  # fmt: skip
+PROGRESS_EVERY = 10_000
+
+
+def _row(letter) -> dict:
+    row = {name: getattr(letter, name, None) for name in FIELDS}
+    row["task_id"] = str(letter.task.public_id)
+    for name in ("created_at", "expire_at", "replayed_at", "archived_at", "discarded_at"):
+        row[name] = row[name].isoformat() if row[name] else None
+    return row
+
+
+class Command(BaseCommand):
+    help = (
+        "Export the dead letters a filter matches (the console's list filter; open ones by default) "
+        "to CSV or JSON Lines, in id order, tracebacks left out. Progress goes to stderr."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
+        parser.add_argument("--output", "-o", default="-", help="a file to write (default: stdout)")
+        add_filter_options(parser)
+
+    def handle(self, *args, format, output, verbosity, **options):
+        letters = (
+            filtered_dead_letters(filters_from_options(options))
+            .select_related("task")
+            .defer("traceback")
+            .order_by("pk")
+        )
+        try:
+            stream = self.stdout if output == "-" else open(output, "w", newline="", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc}") from None
+        written = 0
+        try:
+            writer = csv.DictWriter(stream, fieldnames=FIELDS) if format == "csv" else None
+            if writer:
+                writer.writeheader()
+            for letter in letters.iterator(chunk_size=2000):
+                row = _row(letter)
+                if writer:
+                    writer.writerow({**row, "params": json.dumps(row["params"], ensure_ascii=False)})
+                else:
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                written += 1
+                if verbosity >= 1 and written % PROGRESS_EVERY == 0:
+                    self.stderr.write(f"{written} exported...")
+        except OSError as exc:
+            raise CommandError(f"writing {output} failed after {written} letters: {exc}") from None
+        finally:
+            if stream is not self.stdout:
+                stream.close()
+        if verbosity >= 1:
+            self.stderr.write(f"{written} dead letters exported" + ("" if output == "-" else f" to {output}"))

@@ -1,0 +1,117 @@
+"""The shell's replay, export and cancel: --help, what they do, and a non-zero exit on failure."""
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from deadletters.models import AuditEntry, BulkAction, DeadLetter, DeadLetterStatus
+from reports.models import ReportTask, TaskStatus
+from tests.factories import make_dead_letter, make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("command", ["replay_deadletters", "export_deadletters", "cancel_tasks"])
+def test_each_command_explains_itself(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        call_command(command, "--help")
+    assert exit_.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_export_writes_the_filtered_letters_as_jsonl_and_csv(tmp_path):
+    wanted = [make_dead_letter(error_message="disk full") for _ in range(3)]
+    make_dead_letter(error_message="other cause")
+    archived = make_dead_letter(error_message="disk full")
+    DeadLetter.objects.filter(pk=archived.pk).update(status=DeadLetterStatus.ARCHIVED)
+    fingerprint = wanted[0].fingerprint
+
+    out, err = run("export_deadletters", "--fingerprint", fingerprint[:12])
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [row["id"] for row in rows] == [letter.pk for letter in wanted]
+    assert rows[0]["task_id"] == str(wanted[0].task.public_id) and "traceback" not in rows[0]
+    assert "3 dead letters exported" in err
+
+    target = tmp_path / "letters.csv"
+    run(
+        "export_deadletters",
+        "--format",
+        "csv",
+        "--output",
+        str(target),
+        "--status",
+        "all",
+        "--q",
+        "disk full",
+    )
+    with target.open() as handle:
+        read = list(csv.DictReader(handle))
+    assert sorted(int(row["id"]) for row in read) == sorted([letter.pk for letter in wanted] + [archived.pk])
+
+
+def test_export_fails_loudly_on_a_bad_filter_or_path(tmp_path):
+    with pytest.raises(CommandError, match="fingerprint"):
+        run("export_deadletters", "--fingerprint", "xyz")
+    with pytest.raises(CommandError, match="cannot write"):
+        run("export_deadletters", "--output", str(tmp_path / "missing" / "x.jsonl"))
+
+
+def test_replay_by_id_and_a_failure_exits_non_zero(django_capture_on_commit_callbacks):
+    letter = make_dead_letter()
+    with django_capture_on_commit_callbacks(execute=True):
+        out, _ = run("replay_deadletters", "--id", str(letter.pk), "--reason", "fixed")
+    assert "replayed" in out
+    assert ReportTask.objects.get(pk=letter.task_id).status == TaskStatus.PENDING
+    assert AuditEntry.objects.get(action="replay").source == "cli"
+    with pytest.raises(CommandError, match="1 of 1 dead letters not replayed"):
+        run("replay_deadletters", "--id", str(letter.pk))
+
+
+def test_replay_by_filter_dry_run_counts_and_changes_nothing():
+    for _ in range(4):
+        make_dead_letter(error_message="timeout")
+    make_dead_letter(error_message="bad input")
+
+    out, _ = run("replay_deadletters", "--q", "timeout", "--dry-run")
+
+    assert out.strip() == "4 dead letters would be replayed"
+    assert not BulkAction.objects.exists()
+    assert DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).count() == 5
+    with pytest.raises(CommandError, match="narrow the filter"):
+        run("replay_deadletters")
+
+
+def test_replay_by_filter_starts_a_throttled_bulk_replay():
+    for _ in range(3):
+        make_dead_letter(error_message="timeout")
+
+    out, _ = run(
+        "replay_deadletters", "--q", "timeout", "--rate", "5", "--no-wait", "--reason", "upstream back"
+    )
+
+    bulk = BulkAction.objects.get()
+    assert (bulk.action, bulk.total, bulk.rate_per_second, bulk.reason) == ("replay", 3, 5.0, "upstream back")
+    assert f"bulk replay {bulk.public_id} started: 3 dead letters at 5.0/s" in out
+
+
+def test_cancel_tasks_cancels_and_names_what_it_could_not():
+    pending, done = make_task(), make_task(status=TaskStatus.DONE)
+
+    out, _ = run("cancel_tasks", str(pending.public_id), "--reason", "duplicate")
+    assert "cancelled" in out and ReportTask.objects.get(pk=pending.pk).status == TaskStatus.CANCELLED
+    assert AuditEntry.objects.get(action="cancel").source == "cli"
+
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="2 of 2 tasks not cancelled"):
+        call_command("cancel_tasks", str(done.public_id), "not-a-uuid", stdout=io.StringIO(), stderr=err)
+    assert "it is done" in err.getvalue() and "no such task" in err.getvalue()
