@@ -17,6 +17,9 @@ TAGS = [
     {"name": "tasks", "description": "Submit a report task, follow it, download its file, replay it."},
     {"name": "dead letters", "description": "Tasks that died: open letters, newest first."},
     {"name": "batches", "description": "Many tasks submitted at once, and their progress."},
+    {"name": "Task controls", "description": "Cancel, retry now or stop one task."},
+    {"name": "Operator actions", "description": "What an operator does to one dead letter or kind: archive, discard, restore, edited replay, pause, resume."},
+    {"name": "Bulk actions", "description": "One action over every dead letter a filter matches, at a rate, with a status to poll."},
     {"name": "alerts", "description": "Snoozes: mute the alerts of a cause or a kind for a time."},
     {"name": "documentation", "description": "This document."},
 ]

@@ -74,7 +74,7 @@ def _post(operation_id, summary, description, *, body=None, responses, body_requ
         "tags": TAGS,
         "summary": summary,
         "description": description,
-        "security": needs_scope("operator"),
+        **needs_scope("operator"),
         "responses": responses,
     }
     if body is not None:
@@ -126,7 +126,7 @@ def bulk_paths() -> dict:
                 "tags": TAGS,
                 "summary": "A bulk action's progress, and for a replay what the replayed tasks did",
                 "description": "Token scope `operator`; sessions: `deadletters.view_bulkaction`.",
-                "security": needs_scope("operator"),
+                **needs_scope("operator"),
                 "parameters": [BULK_ID],
                 "responses": {
                     "200": json_response("The bulk action.", STATUS_REF),

@@ -31,7 +31,7 @@ def _control(*, operation_id, summary, description, scope, request_ref, ok, conf
             "tags": TAGS,
             "summary": summary,
             "description": description,
-            "security": needs_scope(scope),
+            **needs_scope(scope),
             "parameters": [TASK_ID_PARAM],
             "requestBody": {
                 "required": False,

@@ -57,7 +57,7 @@ def _operation(
             "tags": TAGS,
             "summary": summary,
             "description": description,
-            "security": needs_scope("operator"),
+            **needs_scope("operator"),
             "parameters": [parameter],
             "requestBody": {"required": False, "content": {"application/json": {"schema": body}}},
             "responses": {
