@@ -48,3 +48,74 @@ def test_audit_actor_filter_system_means_entries_nobody_signed(op_client):
     assert "by the worker" in system and "by alice" not in system
     alice = text(op_client.get("/console/audit/", {"actor": "alice"}))
     assert "by alice" in alice and "by the worker" not in alice
+
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def replayed_and_running(batch=None):
+    """A task that died after 3 attempts, was replayed, and runs its 4th (the first of the new run)."""
+    from reports.models import TaskAttempt
+
+    letter = make_dead_letter(task=make_task(status=TaskStatus.DEAD, attempt=3, batch=batch))
+    task = letter.task
+    task.status, task.attempt, task.attempts_before_run, task.max_attempts = TaskStatus.RUNNING, 4, 3, 6
+    task.started_at = timezone.now()
+    task.save()
+    TaskAttempt.objects.create(task=task, number=4, started_at=timezone.now(), outcome="running", worker="w pid 2")
+    return letter, task
+
+
+def test_task_state_poll_brings_the_attempt_list_along(op_client):
+    from reports.models import TaskAttempt
+
+    letter, task = replayed_and_running()
+    state_url = f"/console/tasks/{task.public_id}/state/?after={letter.pk}"
+
+    running = op_client.get(state_url, **HTMX).content.decode()
+    assert '<section class="panel attempts" id="attempts" hx-swap-oob="true">' in running
+    assert "Attempts (4)" in running and "outcome-running" in running
+
+    TaskAttempt.objects.filter(task=task, number=4).update(outcome="succeeded", finished_at=timezone.now())
+    task.status = TaskStatus.DONE
+    task.save()
+    done = op_client.get(state_url, **HTMX)
+    assert done.status_code == 286  # the last poll
+    body = done.content.decode()
+    assert "state-done" in body and "outcome-succeeded" in body and "outcome-running" not in body
+    # The full page has the same panel for the swap to land in.
+    detail = text(op_client.get(f"/console/dead-letters/{letter.pk}/"))
+    assert '<section class="panel attempts" id="attempts">' in detail
+    task_page = text(op_client.get(f"/console/tasks/{task.public_id}/"))
+    assert '<section class="panel attempts" id="attempts">' in task_page
+
+
+def test_attempts_are_numbered_one_way_on_every_page(op_client):
+    from reports.models import ReportBatch
+
+    batch = ReportBatch.objects.create(name="nightly", total=1)
+    letter, task = replayed_and_running(batch=batch)
+    task.status = TaskStatus.DONE
+    task.finished_at = timezone.now()
+    task.save()
+    phrase = "attempt 4 (1 of 3 in this run)"
+    pages = {
+        "dead letter": f"/console/dead-letters/{letter.pk}/",
+        "task": f"/console/tasks/{task.public_id}/",
+        "tasks": "/console/tasks/",
+        "batch": f"/console/batches/{batch.public_id}/",
+    }
+    for name, path in pages.items():
+        body = text(op_client.get(path))
+        assert phrase in body, name
+        assert "1/3" not in body and "attempt 1 of 3" not in body, name
+    detail = text(op_client.get(pages["dead letter"]))
+    assert "on attempt 3</dd>" in detail and "#4" in detail and "after 3 attempts" not in detail
+
+    # Never replayed, the two counts are one: "attempt 2 of 3"; waiting, it names the next one.
+    fresh = make_task(status=TaskStatus.RETRYING, attempt=2)
+    body = text(op_client.get(f"/console/tasks/{fresh.public_id}/"))
+    assert "attempt 2 of 3" in body and "Attempt 2 of 3 failed; retrying" in body
+    fresh.status = TaskStatus.PENDING
+    fresh.save()
+    assert "next: attempt 3 of 3" in text(op_client.get(f"/console/tasks/{fresh.public_id}/"))

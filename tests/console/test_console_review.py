@@ -142,7 +142,7 @@ def test_bulk_headline_when_every_replay_finished(op_client):
     assert "All 2 replayed tasks finished; none died again." in body(response)
 
 
-# --- bug 7: favicon, and attempt k of N for the current run --------------------------------------
+# --- favicon, and attempt numbers: "attempt 4 (1 of 3 in this run)" -----------------------------
 
 
 def test_favicon_is_served(client):
@@ -159,8 +159,8 @@ def test_a_replayed_task_counts_attempts_within_its_run(op_client):
     detail = body(op_client.get(f"/console/tasks/{task.public_id}/"))
     listing = body(op_client.get("/console/tasks/"))
 
-    assert "attempt 1 of 3" in detail and "attempt 1 of 4" not in detail
-    assert ">1/3<" in listing
+    assert "attempt 4 (1 of 3 in this run)" in detail and "attempt 1 of 4" not in detail
+    assert ">attempt 4 (1 of 3 in this run)<" in listing
 
 
 # --- identifiers are links -----------------------------------------------------------------------
