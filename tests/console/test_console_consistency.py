@@ -119,3 +119,17 @@ def test_attempts_are_numbered_one_way_on_every_page(op_client):
     fresh.status = TaskStatus.PENDING
     fresh.save()
     assert "next: attempt 3 of 3" in text(op_client.get(f"/console/tasks/{fresh.public_id}/"))
+
+
+def test_task_list_last_error_column_holds_errors_only(op_client):
+    done = make_task(
+        status=TaskStatus.DONE, attempt=2, output_file="reports/out.csv", last_error="TransientError: first try"
+    )
+    failing = make_task(status=TaskStatus.RETRYING, attempt=1, last_error="TransientError: upstream 502")
+
+    body = text(op_client.get("/console/tasks/"))
+    cells = dict(re.findall(r'href="/console/tasks/([0-9a-f-]+)/".*?<td class="small last-error">(.*?)</td>', body, re.S))
+    assert cells[str(done.public_id)] == ""  # done: no download link and no stale error here
+    assert "upstream 502" in cells[str(failing.public_id)]
+    # The download sits with the status it belongs to.
+    assert f'done</span> <a class="small" href="/console/tasks/{done.public_id}/output">download</a>' in body
