@@ -133,3 +133,28 @@ def test_task_list_last_error_column_holds_errors_only(op_client):
     assert "upstream 502" in cells[str(failing.public_id)]
     # The download sits with the status it belongs to.
     assert f'done</span> <a class="small" href="/console/tasks/{done.public_id}/output">download</a>' in body
+
+
+def test_a_batch_with_deaths_never_looks_like_a_clean_finish(op_client):
+    from reports.models import BatchStatus, ReportBatch, ReportTask
+
+    batch = ReportBatch.objects.create(name="month-end", total=150, status=BatchStatus.COMPLETED)
+    ReportTask.objects.bulk_create(
+        ReportTask(kind="probe", params={}, max_attempts=3, timeout_seconds=60, batch=batch, attempt=1,
+                   status=TaskStatus.DEAD if i < 59 else TaskStatus.DONE)
+        for i in range(150)
+    )
+    clean = ReportBatch.objects.create(name="clean", total=1, status=BatchStatus.COMPLETED)
+    make_task(batch=clean, status=TaskStatus.DONE, attempt=1)
+
+    for path in (f"/console/batches/{batch.public_id}/", "/console/batches/"):
+        body = text(op_client.get(path))
+        progress = re.search(rf'id="batch-progress-{batch.public_id}".*?</p>', body, re.S).group(0)
+        assert "completed with 59 dead" in progress and "status-completed" not in progress
+        assert "outcome-bad" in progress
+        # One segment per outcome: 91 done (60.67 %), then 59 dead, nothing running; the rest pending.
+        assert '<rect class="progress-done" x="0" y="0" height="10" width="60.67"/>' in progress
+        assert '<rect class="progress-dead" x="60.67" y="0" height="10" width="39.33"/>' in progress
+        assert '<rect class="progress-running" x="100.0" y="0" height="10" width="0.0"/>' in progress
+    clean_progress = re.search(rf'id="batch-progress-{clean.public_id}".*?</p>', body, re.S).group(0)
+    assert '<span class="badge status-completed">completed</span>' in clean_progress
