@@ -153,6 +153,7 @@ def deadletter_detail(request, letter_id: int):
         raise Http404("No dead letter with this id.")
     task = letter.task
     related, related_count, related_capped = letter_selectors.related_dead_letters(letter)
+    cause_open_count, cause_open_capped = letter_selectors.open_count_of_cause(letter.fingerprint)
     context = {
         "letter": letter,
         "task": task,
@@ -167,6 +168,9 @@ def deadletter_detail(request, letter_id: int):
         "related": related,
         "related_count": related_count,
         "related_capped": related_capped,
+        "cause_open_count": cause_open_count,
+        "cause_open_capped": cause_open_capped,
+        "open_cause_querystring": parse_dead_letter_filters({}).querystring(fingerprint=letter.fingerprint),
         "fingerprint_querystring": parse_dead_letter_filters({"status": "all"}).querystring(
             fingerprint=letter.fingerprint
         ),

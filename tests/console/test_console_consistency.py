@@ -158,3 +158,24 @@ def test_a_batch_with_deaths_never_looks_like_a_clean_finish(op_client):
         assert '<rect class="progress-running" x="100.0" y="0" height="10" width="0.0"/>' in progress
     clean_progress = re.search(rf'id="batch-progress-{clean.public_id}".*?</p>', body, re.S).group(0)
     assert '<span class="badge status-completed">completed</span>' in clean_progress
+
+
+def test_same_cause_counts_open_letters_as_the_dashboard_and_groups_do(op_client):
+    from deadletters.models import DeadLetter, DeadLetterStatus
+
+    letters = [make_dead_letter(error_message="orders API 503") for _ in range(6)]
+    DeadLetter.objects.filter(pk__in=[letters[3].pk, letters[4].pk]).update(status=DeadLetterStatus.ARCHIVED)
+    DeadLetter.objects.filter(pk=letters[5].pk).update(status=DeadLetterStatus.REPLAYED)
+    fingerprint = letters[0].fingerprint
+
+    detail = text(op_client.get(f"/console/dead-letters/{letters[0].pk}/"))
+    assert "<strong>3</strong> open dead letters with this cause, this one included" in detail
+    assert "Same cause (3 open)" in detail and "5</strong> other" not in detail
+    assert f'href="/console/dead-letters/?fingerprint={fingerprint}"' in detail
+    archived = text(op_client.get(f"/console/dead-letters/{letters[3].pk}/"))
+    assert "<strong>3</strong> open dead letters with this cause</a>" in archived
+
+    groups = text(op_client.get("/console/dead-letters/groups/"))
+    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.errors.TransientError', groups)
+    dashboard = text(op_client.get("/console/"))
+    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.errors.TransientError', dashboard)
