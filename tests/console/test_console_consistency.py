@@ -179,3 +179,33 @@ def test_same_cause_counts_open_letters_as_the_dashboard_and_groups_do(op_client
     assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.errors.TransientError', groups)
     dashboard = text(op_client.get("/console/"))
     assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.errors.TransientError', dashboard)
+
+
+def test_the_403_page_links_only_where_its_reader_may_go(client, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", is_staff=True)  # staff, no console permission
+    client.force_login(viewer)
+
+    forbidden = client.get("/console/")
+    assert forbidden.status_code == 403
+    body = forbidden.content.decode()
+    main = body.split("<main>", 1)[1]
+    assert "Back to the dashboard" not in main and 'action="/console/logout/"' in main
+    assert 'class="nav"' not in body  # every console page would be another 403
+    for href in re.findall(r'href="(/[^"]*)"', main):
+        assert client.get(href).status_code != 403, href
+
+    # Someone who may see the dashboard but not do this keeps the way back.
+    operator = django_user_model.objects.create_user("looker", is_staff=True)
+    operator.user_permissions.add(*_permissions("view_deadletter"))
+    client.force_login(operator)
+    letter = make_dead_letter()
+    refused = client.get(f"/console/dead-letters/{letter.pk}/replay/")
+    assert refused.status_code == 403
+    assert '<a href="/console/">Back to the dashboard</a>' in refused.content.decode()
+    assert client.get("/console/").status_code == 200
+
+
+def _permissions(*codenames):
+    from django.contrib.auth.models import Permission
+
+    return Permission.objects.filter(codename__in=codenames)
