@@ -171,10 +171,14 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
     shown, hidden = groups[:max_groups], groups[max_groups:]
     first = min(g["first"] for g in groups)
     last = max(g["last"] for g in groups)
-    title = f"报表死信告警汇总 Dead-letter digest: {total}"
+    # A batch summary rides in a digest too: it is neither a dead letter nor a cause.
+    batches = sum(g["count"] for g in groups if g.get("batch_id"))
+    letters, causes = total - batches, sum(1 for g in groups if not g.get("batch_id"))
+    title = f"报表死信告警汇总 Dead-letter digest: {letters}" + (f" + {batches} 批次 batch" if batches else "")
     lines = [
-        f"### 报表死信告警汇总：共 {total} 条，{len(groups)} 类",
-        f"Dead-letter digest: {total} dead letters in {len(groups)} groups",
+        f"### 报表死信告警汇总：共 {letters} 条，{causes} 类" + (f"；{batches} 个批次汇总" if batches else ""),
+        f"Dead-letter digest: {_count(letters, 'dead letter')} in {_count(causes, 'group')}"
+        + (f", {_count(batches, 'batch summary', 'batch summaries')}" if batches else ""),
         f"{format_time(first)} → {format_time(last)}",
         "",
     ]
@@ -182,6 +186,7 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
         if group.get("batch_id"):
             target = link(batch_url(group["batch_id"]), robot)
             label = f"批次汇总 batch summary {neutral(group.get('name') or group['batch_id'])}"
+            group = {**group, "message": _batch_counts(group)}
         else:
             target = link(fingerprint_url(group["fingerprint"]), robot)
             label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
@@ -193,10 +198,24 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
     if hidden:
         lines.append(
             f"- ……及其他 {len(hidden)} 类，共 {sum(g['count'] for g in hidden)} 条 "
-            f"(and {len(hidden)} more groups, {sum(g['count'] for g in hidden)} dead letters)"
+            f"(and {_count(len(hidden), 'more group')}, {_count(sum(g['count'] for g in hidden), 'alert')})"
         )
     buttons = [("打开死信控制台 Open the dead-letter console", link(dead_letter_list_url(), robot))]
     return title, _envelope(title, "\n".join(lines), buttons, robot)
+
+
+def _count(n: int, singular: str, plural: str = "") -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def _batch_counts(group: dict) -> str:
+    """A batch summary's line in a digest: its counts, where a dead letter's line has its error."""
+    if "total" not in group:
+        return "-"
+    return (
+        f"任务 {group['total']}，成功 {group['done']}，死信 {group['dead']} "
+        f"({group['total']} tasks, {group['done']} done, {group['dead']} dead)"
+    )
 
 
 def render_test(robot: RobotConfig, *, now: datetime | None = None) -> tuple[str, dict]:

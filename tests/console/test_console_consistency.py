@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from deadletters.models import AuditEntry
+from reports.models import TaskStatus
 from tests.conftest import operators_group
 from tests.factories import make_dead_letter, make_task
-from reports.models import TaskStatus
 
 pytestmark = pytest.mark.django_db
 
