@@ -209,3 +209,23 @@ def _permissions(*codenames):
     from django.contrib.auth.models import Permission
 
     return Permission.objects.filter(codename__in=codenames)
+
+
+def test_replaying_a_permanent_error_unchanged_warns_first(op_client):
+    from tests.conftest import make_death
+
+    permanent = make_death(error_type="reports.errors.InvalidParams", message="region: not one of eu, us")
+    assert (permanent.attempts, permanent.task.max_attempts) == (1, 3)
+    exhausted = make_dead_letter(error_message="upstream 503")  # a transient error, every attempt used
+
+    confirm = text(op_client.get(f"/console/dead-letters/{permanent.pk}/replay/"))
+    assert "This error is permanent:" in confirm
+    assert f'href="/console/dead-letters/{permanent.pk}/replay/edit/">edit the params first</a>' in confirm
+    # The detail page's Replay goes through that page instead of replaying at once.
+    detail = text(op_client.get(f"/console/dead-letters/{permanent.pk}/"))
+    assert f'<a class="btn btn-primary" href="/console/dead-letters/{permanent.pk}/replay/">Replay…</a>' in detail
+    assert f'<form method="post" action="/console/dead-letters/{permanent.pk}/replay/"' not in detail
+
+    assert "This error is permanent" not in text(op_client.get(f"/console/dead-letters/{exhausted.pk}/replay/"))
+    detail = text(op_client.get(f"/console/dead-letters/{exhausted.pk}/"))
+    assert f'<form method="post" action="/console/dead-letters/{exhausted.pk}/replay/"' in detail
