@@ -10,6 +10,7 @@ from console.views.common import wants_partial
 from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
 from deadletters.selectors import stats
+from reports.pausing import paused_kinds
 from reports.queueing import queue_overview
 from reports.selectors import task_status_counts
 
@@ -67,7 +68,15 @@ def _dashboard_context() -> dict:
     aggregates = (
         cache.get_or_set("console:dashboard", _dashboard_aggregates, ttl) if ttl else _dashboard_aggregates()
     )
-    return {**aggregates, "alerts": _alert_health(), "rq": queue_overview()}
+    return {
+        **aggregates,
+        "aggregates_ttl": ttl,
+        "live_at": timezone.now(),
+        "alerts": _alert_health(),
+        "rq": queue_overview(),
+        "paused_kinds": list(paused_kinds().values()),
+        "paused_bulks": stats.paused_bulk_actions(),
+    }
 
 
 def _alert_health() -> dict:

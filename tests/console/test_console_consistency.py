@@ -229,3 +229,34 @@ def test_replaying_a_permanent_error_unchanged_warns_first(op_client):
     assert "This error is permanent" not in text(op_client.get(f"/console/dead-letters/{exhausted.pk}/replay/"))
     detail = text(op_client.get(f"/console/dead-letters/{exhausted.pk}/"))
     assert f'<form method="post" action="/console/dead-letters/{exhausted.pk}/replay/"' in detail
+
+
+def test_dashboard_shows_what_is_paused_live_and_when_its_counts_were_taken(op_client, settings):
+    from django.core.cache import cache
+
+    from deadletters.models import BulkAction
+    from reports.models import PausedKind
+
+    settings.CONSOLE_DASHBOARD_CACHE_SECONDS = 300
+    cache.delete("console:dashboard")
+    make_dead_letter()
+    first = text(op_client.get("/console/"))
+    as_of = re.search(r"Counts, charts and top causes as of (\d\d:\d\d:\d\d) \(shared for up to 300 s\)", first)
+    assert as_of and 'id="paused"' not in first
+
+    PausedKind.objects.create(kind="http_export", paused_by="alice", reason="orders API maintenance")
+    bulk = BulkAction.objects.create(
+        action="replay", status="paused", total=500, processed=120, actor="op",
+        paused_reason="Paused automatically: 30 of 40 replayed tasks that finished died again (75%, threshold 50%).",
+    )
+    make_dead_letter()
+    later = text(op_client.get("/console/"))
+    # The pauses are live; the counts are the shared snapshot, and the page says from when.
+    assert f"as of {as_of.group(1)} " in later
+    assert re.search(r'status=open"><span class="badge status-open">open</span> <strong class="num">1</strong>', later)
+    paused = later.split('id="paused"', 1)[1].split("</section>", 1)[0]
+    assert "report kind <span class=\"mono\">http_export</span>" in paused and "orders API maintenance" in paused
+    assert 'href="/console/kinds/">Resume it on the Kinds page</a>' in paused
+    assert "120 of 500 done" in paused and "Paused automatically: 30 of 40" in paused
+    assert f'href="/console/bulk/{bulk.public_id}/">Resume or cancel it</a>' in paused
+    cache.delete("console:dashboard")
