@@ -12,7 +12,7 @@ from config.keyset import Cursor, InvalidCursor
 from console.access import VIEW_PERMISSION, console_view
 from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
-from console.views.common import parse_cursor, pretty_json, wants_partial
+from console.views.common import batch_label, parse_cursor, pretty_json, wants_partial
 from console.views.tasks import task_state_context
 from deadletters.filters import FILTER_PARAMS, InvalidFilter, parse_dead_letter_filters
 from deadletters.models import DeadLetterStatus
@@ -54,6 +54,8 @@ def _raw_filters(querydict) -> SimpleNamespace:
 def _active_filters(filters, **extra) -> list[dict]:
     """Removable chips for the narrowing filters, each with the querystring that drops it."""
     params = filters.as_params()
+    if filters.batch:
+        params["batch"] = batch_label(filters.batch)
     return [
         {"label": label, "value": params[name], "without": filters.querystring(**{name: None}, **extra)}
         for name, label in FILTER_LABELS.items()

@@ -260,3 +260,23 @@ def test_dashboard_shows_what_is_paused_live_and_when_its_counts_were_taken(op_c
     assert "120 of 500 done" in paused and "Paused automatically: 30 of 40" in paused
     assert f'href="/console/bulk/{bulk.public_id}/">Resume or cancel it</a>' in paused
     cache.delete("console:dashboard")
+
+
+def test_a_named_batch_is_called_by_its_name(op_client):
+    from reports.models import ReportBatch
+
+    named = ReportBatch.objects.create(name="month-end-2026-10", total=1)
+    unnamed = ReportBatch.objects.create(total=1)
+    make_dead_letter(task=make_task(status=TaskStatus.DEAD, attempt=3, batch=named))
+    make_dead_letter(task=make_task(status=TaskStatus.DEAD, attempt=3, batch=unnamed))
+
+    for path in ("/console/dead-letters/", "/console/dead-letters/groups/"):
+        chips = text(op_client.get(path, {"batch": str(named.public_id)})).split('class="chips"', 1)[1].split("</p>", 1)[0]
+        assert "month-end-2026-10" in chips and str(named.public_id) not in chips, path
+    preview = text(op_client.post("/console/bulk/preview/", {
+        "action": "replay", "scope": "filter", "filter_qs": f"batch={named.public_id}"}))
+    assert "with batch month-end-2026-10." in preview
+    listing = text(op_client.get("/console/dead-letters/"))
+    assert ">batch month-end-2026-10</a>" in listing
+    # No name: its short id, never an empty "batch".
+    assert f'>batch <span class="mono">{str(unnamed.public_id)[:8]}</span></a>' in listing
