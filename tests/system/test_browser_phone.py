@@ -71,6 +71,7 @@ def alert_pages(letters) -> list[tuple[str, str, str | None]]:
     return [
         ("dead letter", f"/console/dead-letters/{letter.pk}/", "Replay"),
         ("replay confirmation", f"/console/dead-letters/{letter.pk}/replay/", "Confirm replay"),
+        ("discard confirmation", f"/console/dead-letters/{letter.pk}/discard/", f"Discard dead letter {letter.pk}"),
         ("groups", "/console/dead-letters/groups/", None),
         ("list", "/console/dead-letters/", None),
         ("list, all statuses", "/console/dead-letters/?status=all", None),
