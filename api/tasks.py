@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from api.auth import SUBMIT_PERMISSION, api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
-from api.request_body import check_present, idempotency_key, iso, read_json_object
+from api.request_body import idempotency_key, iso, read_json_object
 from api.submit_budget import replay_budget, submit_budget
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
@@ -14,7 +14,7 @@ from reports.errors import InvalidParams
 from reports.models import ApiScope, Priority, ReportTask, TaskStatus
 from reports.outputs import open_output, output_content_type, output_filename
 from reports.selectors import task_by_api_id
-from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task
+from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task, validate_submission
 
 SUBMIT_FIELDS = {"kind", "params", "priority", "idempotency_key"}
 REPLAY_FIELDS = {"reason"}
@@ -31,8 +31,9 @@ def _task_or_404(request, task_id: str) -> ReportTask:
 @api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT, permission=SUBMIT_PERMISSION)
 def submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS)
-    check_present(data, "params", lambda v: isinstance(v, dict), "must be a JSON object")
-    check_present(data, "priority", lambda v: v in Priority.values, f"must be one of {', '.join(Priority.values)}")
+    bad = _given_but_invalid(data)
+    if bad:
+        raise ApiError.invalid(bad)
     key = idempotency_key(request, data)
     client = request.api_client
     refuse_operator_only_kinds(client, [data.get("kind")])
@@ -49,7 +50,7 @@ def submit(request):
             if charge and not result.created:
                 charge.refund()
     except InvalidParams as exc:
-        raise ApiError(422, exc.message, exc.field) from None
+        raise ApiError.invalid(_every_error(exc)) from None
     except IdempotencyConflict as exc:
         raise ApiError(
             409,
@@ -60,6 +61,26 @@ def submit(request):
     response = JsonResponse({"task_id": str(task.public_id)}, status=201 if result.created else 200)
     response["Location"] = reverse("api:task-status", args=[task.public_id])
     return response
+
+
+def _every_error(exc: InvalidParams) -> list[tuple[str, str]]:
+    return list(getattr(exc, "errors", None) or [(exc.field, exc.message)])
+
+
+def _given_but_invalid(data: dict) -> list[tuple[str, str]]:
+    """Priority or params given but not one (null or "" is not "left out"); when there is such an
+    error, the kind's own checks of the params are added, so one answer names every bad field."""
+    bad = []
+    if "params" in data and not isinstance(data["params"], dict):
+        bad.append(("params", "must be a JSON object"))
+    if "priority" in data and data["priority"] not in Priority.values:
+        bad.append(("priority", f"must be one of {', '.join(Priority.values)}"))
+    if bad and not any(field == "params" for field, _ in bad):
+        try:
+            validate_submission(kind=data.get("kind"), params=data.get("params"))
+        except InvalidParams as exc:
+            bad = _every_error(exc) + bad
+    return bad
 
 
 @api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="reports.view_reporttask")

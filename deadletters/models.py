@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from reports.models import ReportTask
+from reports.models import ReportTask, TaskStatus
 
 
 class DeadLetterStatus(models.TextChoices):
@@ -66,6 +66,13 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"dead letter {self.pk} of task {self.task_id} ({self.status})"
+
+    @property
+    def died_without_retry(self) -> bool:
+        """This death ended its run with attempts to spare: the error was permanent (or the task
+        was reaped too often), so running the same params again is expected to fail alike."""
+        task = self.task
+        return task.status == TaskStatus.DEAD and self.attempts == task.attempt and task.attempt < task.max_attempts
 
 
 class OpenLetterCount(models.Model):

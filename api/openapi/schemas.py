@@ -29,7 +29,20 @@ def components() -> dict:
                 "type": "object",
                 "required": ["error", "field"],
                 "additionalProperties": False,
-                "properties": {"error": {"type": "string"}, "field": {"type": ["string", "null"]}},
+                "properties": {
+                    "error": {"type": "string"},
+                    "field": {"type": ["string", "null"]},
+                    "errors": {
+                        "description": "On a 422: every bad field, the first being `field` and `error`.",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["field", "error"],
+                            "additionalProperties": False,
+                            "properties": {"field": {"type": ["string", "null"]}, "error": {"type": "string"}},
+                        },
+                    },
+                },
             },
             **kind_components(),
             "SubmitResponse": {

@@ -9,6 +9,7 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext, pgettext
 
 from console import labels
+from reports.models import TaskStatus
 
 register = template.Library()
 
@@ -45,3 +46,27 @@ def chain_note(note) -> str:
 def reason_required() -> bool:
     """DEADLETTER_REQUIRE_REASON: the reason fields are marked required (the services enforce it)."""
     return settings.DEADLETTER_REQUIRE_REASON
+
+
+def attempt_words(number: int, run_number: int, budget: int) -> str:
+    """`number` is the attempt's number in the attempt list (#4: counted over the task's whole life,
+    across replays); `run_number` of `budget` counts within the current run (a replay starts one)."""
+    if number == run_number:  # never replayed: the two counts are the same
+        return gettext("attempt %(number)s of %(budget)s") % {"number": number, "budget": budget}
+    return gettext("attempt %(number)s (%(run)s of %(budget)s in this run)") % {
+        "number": number,
+        "run": run_number,
+        "budget": budget,
+    }
+
+
+@register.simple_tag
+def task_attempt(task) -> str:
+    """The one wording of a task's attempt on every page: "attempt 4 (1 of 3 in this run)"."""
+    if task.status == TaskStatus.PENDING:
+        return gettext("next: %(attempt)s") % {
+            "attempt": attempt_words(task.attempt + 1, task.run_attempt + 1, task.run_budget)
+        }
+    if task.attempt == 0:
+        return gettext("no attempt yet")
+    return attempt_words(task.attempt, task.run_attempt, task.run_budget)

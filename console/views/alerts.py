@@ -4,6 +4,7 @@ letter's page), list the snoozes that run, lift one. Audited by deadletters.aler
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from console.access import REPLAY_PERMISSION, console_view
@@ -43,9 +44,13 @@ def snooze_create(request):
             ip_address=client_ip(request),
         )
     except SnoozeError as exc:
-        return snooze_list(request, error=f"Alerts were not muted: {exc}.", status=400)
+        return snooze_list(request, error=_("Alerts were not muted: %(why)s.") % {"why": exc}, status=400)
     target = snooze.kind or snooze.fingerprint[:12]
-    messages.success(request, f"Alerts of {target} are muted until {snooze.until:%Y-%m-%d %H:%M %Z}.")
+    messages.success(
+        request,
+        _("Alerts of %(target)s are muted until %(until)s.")
+        % {"target": target, "until": f"{snooze.until:%Y-%m-%d %H:%M %Z}"},
+    )
     return _back(request)
 
 
@@ -54,7 +59,7 @@ def snooze_create(request):
 def snooze_lift(request, snooze_id: int):
     lifted = lift_snooze(snooze_id=snooze_id, actor=actor(request), ip_address=client_ip(request))
     if lifted is None:
-        messages.info(request, "That snooze had already ended.")
+        messages.info(request, _("That snooze had already ended."))
     else:
-        messages.success(request, "Snooze lifted: its summary goes out with the next send pass.")
+        messages.success(request, _("Snooze lifted: its summary goes out with the next send pass."))
     return redirect("console:alert-snoozes")

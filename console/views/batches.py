@@ -22,8 +22,21 @@ def _batch_or_404(public_id) -> ReportBatch:
     return batch
 
 
+def _bar_segments(progress) -> dict:
+    """Where the done, dead and running parts of the bar start and how wide they are (percent of
+    the batch); what is left of the bar is pending."""
+    total = progress.total or 1
+    widths = {name: round(getattr(progress, name) * 100 / total, 2) for name in ("done", "dead", "running")}
+    return {
+        **widths,
+        "dead_x": widths["done"],
+        "running_x": round(widths["done"] + widths["dead"], 2),
+    }
+
+
 def _progress_context(batch: ReportBatch) -> dict:
-    return {"batch": batch, "progress": batch_progress(batch=batch)}
+    progress = batch_progress(batch=batch)
+    return {"batch": batch, "progress": progress, "bar": _bar_segments(progress)}
 
 
 @console_view(BATCH_VIEW_PERMISSION)

@@ -18,7 +18,7 @@ from console import labels
 from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict
-from console.views.common import actor, render_conflict
+from console.views.common import actor, batch_label, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.control import (
     FINISHED_STATUSES,
@@ -83,6 +83,8 @@ def _scope_wording(selection) -> dict:
     listed = selection.filters.status
     statuses = eligible if listed == "all" else [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed]
     params = selection.filters.as_params()
+    if selection.filters.batch:
+        params["batch"] = batch_label(selection.filters.batch)
     conditions = [f"{label} {params[name]}" for name, label in FILTER_WORDS.items() if name in params]
     return {
         "statuses": _or(statuses),

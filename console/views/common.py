@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from config.keyset import Cursor, InvalidCursor
+from reports.models import ReportBatch
 
 
 def wants_partial(request) -> bool:
@@ -60,3 +61,9 @@ def actor(request) -> str:
 def render_conflict(request, *, title: str, message: str, status: int = 409, **context):
     """The page that says why an action did nothing (409: someone got there first; 400: bad input)."""
     return render(request, "console/conflict.html", {"title": title, "message": message, **context}, status=status)
+
+
+def batch_label(public_id) -> str:
+    """A batch as people call it: its name, or its id when it has none."""
+    name = ReportBatch.objects.filter(public_id=public_id).values_list("name", flat=True).first()
+    return name or str(public_id)

@@ -11,6 +11,7 @@ from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
 from deadletters.selectors import stats
 from reports.selectors import task_status_counts
+from reports.services.pausing import paused_kinds
 from transport.overview import queue_overview
 
 
@@ -68,7 +69,15 @@ def _dashboard_context() -> dict:
     aggregates = (
         cache.get_or_set("console:dashboard", _dashboard_aggregates, ttl) if ttl else _dashboard_aggregates()
     )
-    return {**aggregates, "alerts": _alert_health(), "rq": queue_overview()}
+    return {
+        **aggregates,
+        "aggregates_ttl": ttl,
+        "live_at": timezone.now(),
+        "alerts": _alert_health(),
+        "rq": queue_overview(),
+        "paused_kinds": list(paused_kinds().values()),
+        "paused_bulks": stats.paused_bulk_actions(),
+    }
 
 
 def _alert_health() -> dict:

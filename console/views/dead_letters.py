@@ -13,7 +13,7 @@ from config.keyset import Cursor, InvalidCursor
 from console.access import VIEW_PERMISSION, console_view
 from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
-from console.views.common import parse_cursor, pretty_json, wants_partial
+from console.views.common import batch_label, parse_cursor, pretty_json, wants_partial
 from console.views.tasks import task_state_context
 from deadletters.alerts.causes import new_causes
 from deadletters.filters import FILTER_PARAMS, InvalidFilter, parse_dead_letter_filters
@@ -56,6 +56,8 @@ def _raw_filters(querydict) -> SimpleNamespace:
 def _active_filters(filters, **extra) -> list[dict]:
     """Removable chips for the narrowing filters, each with the querystring that drops it."""
     params = filters.as_params()
+    if filters.batch:
+        params["batch"] = batch_label(filters.batch)
     return [
         {"label": label, "value": params[name], "without": filters.querystring(**{name: None}, **extra)}
         for name, label in FILTER_LABELS.items()
@@ -158,6 +160,7 @@ def deadletter_detail(request, letter_id: int):
     task = letter.task
     related, related_count, related_capped = letter_selectors.related_dead_letters(letter)
     new = new_causes([letter.fingerprint])
+    cause_open_count, cause_open_capped = letter_selectors.open_count_of_cause(letter.fingerprint)
     context = {
         "new_cause": letter.fingerprint in new,
         "new_release": new.get(letter.fingerprint, ""),
@@ -174,6 +177,9 @@ def deadletter_detail(request, letter_id: int):
         "related": related,
         "related_count": related_count,
         "related_capped": related_capped,
+        "cause_open_count": cause_open_count,
+        "cause_open_capped": cause_open_capped,
+        "open_cause_querystring": parse_dead_letter_filters({}).querystring(fingerprint=letter.fingerprint),
         "fingerprint_querystring": parse_dead_letter_filters({"status": "all"}).querystring(
             fingerprint=letter.fingerprint
         ),

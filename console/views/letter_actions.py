@@ -19,7 +19,7 @@ from console.kind_params import param_rows
 from console.refusals import letter_conflict, replay_refusal
 from console.views.common import actor, pretty_json, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
-from deadletters.models import DeadLetter
+from deadletters.models import DeadLetter, DeadLetterStatus
 from deadletters.selectors.letters import newer_dead_letters_of_task
 from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
 from deadletters.services.replay import replay_conflict_details, replay_dead_letter
@@ -212,10 +212,20 @@ def archive(request, letter_id: int):
     return _state_change(request, letter_id, "archive", "archived")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @console_view(ARCHIVE_PERMISSION)
 def discard(request, letter_id: int):
-    return _state_change(request, letter_id, "discard", "discarded")
+    """Never one click: GET, or a POST without `confirmed`, shows what discarding means and asks."""
+    if request.method == "POST" and request.POST.get("confirmed") == "yes":
+        return _state_change(request, letter_id, "discard", "discarded")
+    letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and not form.is_valid():
+        return _state_change(request, letter_id, "discard", "discarded")
+    if letter.status != DeadLetterStatus.OPEN:
+        conflict = DeadLetterConflict(letter, "discard")
+        return render_conflict(request, title=_NOT_DONE["discarded"], message=letter_conflict(conflict), letter=letter)
+    return render(request, "console/discard_confirm.html", {"letter": letter, "form": form})
 
 
 @require_POST

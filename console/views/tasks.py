@@ -5,7 +5,7 @@ import uuid
 
 from django.conf import settings
 from django.db.models.functions import Substr
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -51,12 +51,14 @@ def task_state(request, public_id: uuid.UUID):
     after = request.GET.get("after", "")
     after_id = int(after) if after.isdigit() and len(after) < 19 else None
     context = task_state_context(task, after_letter_id=after_id)
+    # The attempts panel rides along (out of band): the state and the attempt list read the same.
+    body = render_to_string("console/_task_state.html", context, request=request) + render_to_string(
+        "console/_attempts.html", {"attempts": task_attempts(task), "oob": True}, request=request
+    )
     if request.htmx and not context["polling"]:
         # Terminal: htmx swaps this last state in and stops the `every 2s` trigger (status 286).
-        return HttpResponseStopPolling(
-            render_to_string("console/_task_state.html", context, request=request)
-        )
-    return render(request, "console/_task_state.html", context)
+        return HttpResponseStopPolling(body)
+    return HttpResponse(body)
 
 
 @console_view(TASK_VIEW_PERMISSION)

@@ -242,16 +242,26 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
     shown, hidden = groups[:max_groups], groups[max_groups:]
     first = min(g["first"] for g in groups)
     last = max(g["last"] for g in groups)
+    # A batch summary rides in a digest too: it is neither a dead letter nor a cause.
+    batches = sum(g["count"] for g in groups if g.get("batch_id"))
+    letters, causes = total - batches, sum(1 for g in groups if not g.get("batch_id"))
     with _alert_language():
-        title = _("Dead-letter digest: %(total)d") % {"total": total}
+        if batches:
+            title = ngettext(
+                "Dead-letter digest: %(total)d + %(batches)d batch",
+                "Dead-letter digest: %(total)d + %(batches)d batches",
+                batches,
+            ) % {"total": letters, "batches": batches}
+        else:
+            title = _("Dead-letter digest: %(total)d") % {"total": letters}
+        header = _("Dead-letter digest: %(letters)s in %(groups)s") % {
+            "letters": _letters(letters),
+            "groups": _groups(causes),
+        }
+        if batches:
+            header = _with_batches(header, batches)
         lines = [
-            "### "
-            + ngettext(
-                "Dead-letter digest: %(total)d dead letters in %(groups)d group",
-                "Dead-letter digest: %(total)d dead letters in %(groups)d groups",
-                len(groups),
-            )
-            % {"total": total, "groups": len(groups)},
+            "### " + header,
             f"{format_time(first)} → {format_time(last)}",
             "",
         ]
@@ -259,6 +269,7 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
             if group.get("batch_id"):
                 target = link(batch_url(group["batch_id"]), robot)
                 label = _("batch summary %(name)s") % {"name": neutral(group.get("name") or group["batch_id"])}
+                group = {**group, "message": _batch_counts(group)}
             else:
                 target = link(fingerprint_url(group["fingerprint"]), robot)
                 label = f"{neutral(', '.join(map(str, group['kinds'])))} · {neutral(group.get('error_type', ''))}"
@@ -274,15 +285,43 @@ def render_digest(groups: list[dict], *, total: int, robot: RobotConfig, max_gro
                 f"  {seen} [{view}]({target})"
             )
         if hidden:
-            hidden_total = sum(g["count"] for g in hidden)
-            more = ngettext(
-                "and %(groups)d more group, %(total)d dead letters",
-                "and %(groups)d more groups, %(total)d dead letters",
-                len(hidden),
-            ) % {"groups": len(hidden), "total": hidden_total}
+            hidden_batches = sum(g["count"] for g in hidden if g.get("batch_id"))
+            more = _("and %(groups)s, %(letters)s") % {
+                "groups": ngettext("%(n)d more group", "%(n)d more groups", len(hidden)) % {"n": len(hidden)},
+                "letters": _letters(sum(g["count"] for g in hidden) - hidden_batches),
+            }
+            if hidden_batches:
+                more = _with_batches(more, hidden_batches)
             lines.append(f"- {more}")
         buttons = [(_("Open the dead-letter console"), link(dead_letter_list_url(), robot))]
     return title, _envelope(title, "\n".join(lines), buttons, robot)
+
+
+def _letters(n: int) -> str:
+    return ngettext("%(n)d dead letter", "%(n)d dead letters", n) % {"n": n}
+
+
+def _groups(n: int) -> str:
+    return ngettext("%(n)d group", "%(n)d groups", n) % {"n": n}
+
+
+def _with_batches(text: str, batches: int) -> str:
+    """A digest line's counts, then its batch summaries ("..., 1 batch summary")."""
+    return pgettext("digest counts", "%(counts)s, %(batches)s") % {
+        "counts": text,
+        "batches": ngettext("%(n)d batch summary", "%(n)d batch summaries", batches) % {"n": batches},
+    }
+
+
+def _batch_counts(group: dict) -> str:
+    """A batch summary's line in a digest: its counts, where a dead letter's line has its error."""
+    if "total" not in group:
+        return "-"
+    return _("%(total)s tasks, %(done)s done, %(dead)s dead") % {
+        "total": group["total"],
+        "done": group["done"],
+        "dead": group["dead"],
+    }
 
 
 def render_test(robot: RobotConfig, *, now: datetime | None = None) -> tuple[str, dict]:

@@ -319,6 +319,7 @@ def digest_groups(message: AlertMessage) -> list[dict]:
         if sample is not None and sample.category == AlertCategory.BATCH_SUMMARY:
             group["batch_id"] = payload.get("batch_id", "")
             group["name"] = payload.get("name", "")
+            group.update({key: payload.get(key, "-") for key in ("total", "done", "dead")})
         group["kinds"] = sorted(group["kinds"]) or [payload.get("kind", "")]
     return list(groups.values())
 

@@ -6,6 +6,10 @@ from django.db.models import Q
 from config.keyset import Cursor, KeysetPage, keyset_page
 from deadletters.models import AuditEntry, DeadLetter
 
+# The actor filter's value for entries nobody signed (the worker, the archiver, the reaper): an
+# empty actor. Parentheses cannot occur in a username, so no real actor is shadowed.
+NO_ACTOR = "(system)"
+
 
 def audit_for_dead_letter(letter: DeadLetter, *, limit: int = 100) -> list[AuditEntry]:
     return list(
@@ -28,7 +32,7 @@ def audit_page(*, actor: str = "", action: str = "", cursor: Cursor | None = Non
         "dead_letter__error_message",
     )
     if actor:
-        qs = qs.filter(actor=actor)
+        qs = qs.filter(actor="" if actor == NO_ACTOR else actor)
     if action:
         qs = qs.filter(action=action)
     return keyset_page(qs, cursor=cursor, size=settings.CONSOLE_PAGE_SIZE)
@@ -36,8 +40,12 @@ def audit_page(*, actor: str = "", action: str = "", cursor: Cursor | None = Non
 
 def audit_choices() -> dict:
     return {
+        "no_actor": NO_ACTOR,
         "actions": list(
             AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()[:100]
         ),
-        "actors": list(AuditEntry.objects.order_by("actor").values_list("actor", flat=True).distinct()[:200]),
+        "actors": [
+            actor or NO_ACTOR
+            for actor in AuditEntry.objects.order_by("actor").values_list("actor", flat=True).distinct()[:200]
+        ],
     }

@@ -161,6 +161,11 @@ def related_dead_letters(letter: DeadLetter, *, limit: int = 5) -> tuple[list[De
     return items, count, capped
 
 
+def open_count_of_cause(fingerprint: str) -> tuple[int, bool]:
+    """Open dead letters of one cause (capped): the number the dashboard and the groups show."""
+    return capped_count(DeadLetter.objects.filter(fingerprint=fingerprint, status=DeadLetterStatus.OPEN))
+
+
 def newer_dead_letters_of_task(task_id: int, *, after_id: int) -> list[DeadLetter]:
     return list(
         DeadLetter.objects.filter(task_id=task_id, pk__gt=after_id)

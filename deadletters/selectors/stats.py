@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from config.keyset import capped_count
 from deadletters.filters import DeadLetterFilters
-from deadletters.models import DeadLetter, DeadLetterStatus
+from deadletters.models import BulkAction, BulkActionStatus, DeadLetter, DeadLetterStatus
 from deadletters.selectors.letters import FingerprintGroup, fingerprint_groups
 
 
@@ -65,3 +65,12 @@ def deaths_per_hour(*, hours: int, now: datetime | None = None) -> list[Bucket]:
 
 def top_fingerprints(*, limit: int = 8) -> list[FingerprintGroup]:
     return fingerprint_groups(DeadLetterFilters(status=DeadLetterStatus.OPEN), limit=limit)
+
+
+def paused_bulk_actions(*, limit: int = 10) -> list[BulkAction]:
+    """Bulk runs waiting in `paused` (by an operator, or by themselves when replays died again)."""
+    return list(
+        BulkAction.objects.filter(status=BulkActionStatus.PAUSED)
+        .only("public_id", "action", "paused_reason", "processed", "total", "updated_at")
+        .order_by("-updated_at", "-id")[:limit]
+    )

@@ -13,8 +13,9 @@ there. The policy (README, "Outbound requests"):
   connection goes to an address that was checked, never through a second lookup.
 - No redirects; the answer is read up to HTTP_EXPORT_MAX_BYTES and within HTTP_EXPORT_DEADLINE
   for the whole fetch (a watchdog closes the socket, so a source dribbling bytes cannot stretch it).
-- Whatever keeps an HTTP answer from coming (refused, reset, silent, not HTTP, no such name)
-  reads the same in last_error; the worker log has the details.
+- Whatever keeps an HTTP answer from coming once a connection is tried (refused, reset, silent,
+  TLS, not HTTP) reads the same in last_error; the worker log has the details. Only a name that
+  does not resolve says so: no connection was tried, so it tells nothing about any port.
 """
 
 import http.client
@@ -54,11 +55,14 @@ class UrlRefused(ValueError):
 
 
 class SourceUnreachable(TransientError):
-    """No HTTP answer came. One message whatever the cause, so that a client cannot map which
-    ports of an allowed host are open."""
+    """No HTTP answer came. One message whatever the cause once a connection was tried, so that a
+    client cannot map which ports of an allowed host are open; `dns` marks the one cause that maps
+    nothing (the allowlisted name did not resolve, so nothing was connected to)."""
 
-    def __init__(self):
-        super().__init__("could not get an HTTP answer from the source")
+    def __init__(self, *, dns: bool = False):
+        super().__init__(
+            "could not get an HTTP answer from the source" + (" (DNS: the name does not resolve)" if dns else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -223,9 +227,9 @@ def check_url(
             logger.warning(
                 "http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, escape_controls(str(exc))
             )
-            raise SourceUnreachable() from None
+            raise SourceUnreachable(dns=True) from None
     if not addresses and must_resolve:
-        raise SourceUnreachable()
+        raise SourceUnreachable(dns=True)
     for address in addresses:
         if not is_public(address) and not _listed(str(_address(address)), target, pairs):
             raise UrlRefused(

@@ -175,3 +175,25 @@ def test_twenty_concurrent_submits_with_one_key_make_one_task(live_server, api_t
     [task] = ReportTask.objects.all()
     assert str(task.public_id) == results[0][1]["task_id"]
     assert task.idempotency_key == "one-key"
+
+
+def test_every_bad_field_is_listed_and_the_first_keeps_the_old_keys(token_client):
+    response = post(token_client, {
+        "kind": "sales_summary",
+        "params": {"format": "pdf", "group_by": "planet", "colour": 1},
+        "priority": "urgent",
+    })
+
+    assert response.status_code == 422, response.content
+    body = response.json()
+    fields = [entry["field"] for entry in body["errors"]]
+    assert set(fields) == {"format", "group_by", "colour", "priority"}
+    assert all(entry["error"] for entry in body["errors"])
+    assert (body["field"], body["error"]) == (body["errors"][0]["field"], body["errors"][0]["error"])
+    assert not ReportTask.objects.exists()
+
+    # One bad field: the same list of one.
+    single = post(token_client, {"kind": "probe", "priority": "urgent"}).json()
+    assert single["errors"] == [{"field": "priority", "error": single["error"]}]
+    # Not a validation error: no list.
+    assert "errors" not in post(token_client, {"kind": "probe", "colour": "red"}).json()

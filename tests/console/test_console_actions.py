@@ -71,6 +71,10 @@ def queued_job_ids() -> list[str]:
     return ids
 
 
+# Discard asks first: only a POST that says it was confirmed discards.
+CONFIRMED = {"confirmed": "yes"}
+
+
 def url(name, letter):
     return reverse(f"console:deadletter-{name}", args=[letter.pk])
 
@@ -297,7 +301,7 @@ def test_archive_then_restore_with_fresh_retention(client_alice, settings):
 def test_discard_then_replay_is_allowed(client_alice):
     letter = dead_letter()
 
-    assert client_alice.post(url("discard", letter)).status_code == 302
+    assert client_alice.post(url("discard", letter), CONFIRMED).status_code == 302
     letter.refresh_from_db()
     assert letter.status == DeadLetterStatus.DISCARDED and letter.discarded_at is not None
     assert client_alice.post(url("replay", letter)).status_code == 302
@@ -318,7 +322,7 @@ def test_state_change_from_the_wrong_state_is_409(client_alice, action, status):
     letter = dead_letter()
     DeadLetter.objects.filter(pk=letter.pk).update(status=status)
 
-    response = client_alice.post(url(action, letter))
+    response = client_alice.post(url(action, letter), CONFIRMED)
 
     assert response.status_code == 409
     assert f"is {status}" in response.content.decode()
@@ -329,7 +333,7 @@ def test_state_change_from_the_wrong_state_is_409(client_alice, action, status):
 # --- bad input and permissions ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["archive", "discard", "restore"])
+@pytest.mark.parametrize("name", ["archive", "restore"])
 def test_post_only_actions_answer_get_with_405(client_alice, name):
     letter = dead_letter()
 
@@ -417,7 +421,7 @@ def test_actions_partial_offers_what_fits_the_status_and_permissions(client_alic
 def test_over_long_reason_is_refused_with_400(client_alice, name):
     letter = dead_letter()
 
-    response = client_alice.post(url(name, letter), {"reason": "r" * 2001})
+    response = client_alice.post(url(name, letter), {"reason": "r" * 2001, **CONFIRMED})
 
     assert response.status_code == 400
     assert DeadLetter.objects.get(pk=letter.pk).status == DeadLetterStatus.OPEN
@@ -438,3 +442,26 @@ def test_kind_pause_and_resume_audit_the_client_address_behind_trusted_proxies(c
         ("pause_kind", "203.0.113.9"),
         ("resume_kind", "203.0.113.9"),
     ]
+
+
+def test_discard_asks_first_and_explains_archive_versus_discard(client_alice):
+    letter = dead_letter()
+    detail = client_alice.get(reverse("console:deadletter-detail", args=[letter.pk])).content.decode()
+    # The detail page links the confirmation page; its explanation sits next to the buttons.
+    assert f'<a class="btn btn-danger" href="{url("discard", letter)}">Discard…</a>' in detail
+    assert "Archive or discard?" in detail and "never archived, never purged" in detail
+
+    for asked in (client_alice.get(url("discard", letter)), client_alice.post(url("discard", letter), {"reason": "noise"})):
+        page = asked.content.decode()
+        assert asked.status_code == 200
+        assert f"Discard dead letter {letter.pk}?" in page and 'name="confirmed" value="yes"' in page
+        assert DeadLetter.objects.get(pk=letter.pk).status == DeadLetterStatus.OPEN
+    assert ">noise</textarea>" in page  # the reason typed so far is kept
+    assert not AuditEntry.objects.exists()
+
+    done = client_alice.post(url("discard", letter), {"reason": "noise", **CONFIRMED})
+    assert done.status_code == 302
+    assert DeadLetter.objects.get(pk=letter.pk).status == DeadLetterStatus.DISCARDED
+    assert AuditEntry.objects.get().reason == "noise"
+    again = client_alice.get(url("discard", letter))
+    assert again.status_code == 409 and "is discarded" in again.content.decode()

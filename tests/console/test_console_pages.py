@@ -393,7 +393,7 @@ def test_detail_tells_what_died_why_and_how_many_others(op_client):
     assert str(letter.task.public_id) in body
     assert "upstream 503" in body and "reports.errors.TransientError" in body
     assert "&quot;region&quot;: &quot;eu&quot;" in body
-    assert "2</strong> other dead letters" in body
+    assert "3</strong> open dead letters with this cause, this one included" in body
     for other in others:
         assert f"/console/dead-letters/{other.id}/" in body
     assert body.count('class="attempt attempt-failed"') == 3

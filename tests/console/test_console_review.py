@@ -142,7 +142,7 @@ def test_bulk_headline_when_every_replay_finished(op_client):
     assert "All 2 replayed tasks finished; none died again." in body(response)
 
 
-# --- bug 7: favicon, and attempt k of N for the current run --------------------------------------
+# --- favicon, and attempt numbers: "attempt 4 (1 of 3 in this run)" -----------------------------
 
 
 def test_favicon_is_served(client):
@@ -159,8 +159,8 @@ def test_a_replayed_task_counts_attempts_within_its_run(op_client):
     detail = body(op_client.get(f"/console/tasks/{task.public_id}/"))
     listing = body(op_client.get("/console/tasks/"))
 
-    assert "attempt 1 of 3" in detail and "attempt 1 of 4" not in detail
-    assert ">1/3<" in listing
+    assert "attempt 4 (1 of 3 in this run)" in detail and "attempt 1 of 4" not in detail
+    assert ">attempt 4 (1 of 3 in this run)<" in listing
 
 
 # --- identifiers are links -----------------------------------------------------------------------
@@ -343,7 +343,8 @@ def test_every_action_on_the_detail_page_has_its_own_reason_field(op_client):
 
     page = body(op_client.get(f"/console/dead-letters/{letter.pk}/"))
 
-    for verb, action in [("replaying", "replay"), ("archiving", "archive"), ("discarding", "discard")]:
+    # Discard's reason field is on its confirmation page (discarding never takes one click).
+    for verb, action in [("replaying", "replay"), ("archiving", "archive")]:
         form = re.search(rf'<form method="post" action="/console/dead-letters/{letter.pk}/{action}/".*?</form>', page, re.S)
         assert form and f'aria-label="Reason for {verb}"' in form.group(0), action
 
@@ -358,20 +359,22 @@ def test_with_the_setting_an_action_without_reason_is_refused(op_client, reason_
     letter = dead()
     url = f"/console/dead-letters/{letter.pk}/{action}/"
 
-    refused = op_client.post(url, {"reason": "   "})
+    refused = op_client.post(url, {"reason": "   ", "confirmed": "yes"})
 
     assert refused.status_code == 400
     assert "reason is required" in body(refused).lower() or "say why" in body(refused).lower()
     assert DeadLetter.objects.get(pk=letter.pk).status == DeadLetterStatus.OPEN
     assert not AuditEntry.objects.exists()
-    assert op_client.post(url, {"reason": "upstream fixed"}).status_code == 302
+    assert op_client.post(url, {"reason": "upstream fixed", "confirmed": "yes"}).status_code == 302
     assert AuditEntry.objects.get().reason == "upstream fixed"
 
 
 def test_with_the_setting_the_reason_fields_are_marked_required(op_client, reason_required):
     letter = dead()
     page = body(op_client.get(f"/console/dead-letters/{letter.pk}/"))
-    assert page.count('placeholder="Reason (required)" required') == 3
+    assert page.count('placeholder="Reason (required)" required') == 2
+    confirm = body(op_client.get(f"/console/dead-letters/{letter.pk}/discard/"))
+    assert "Reason (required, kept in the audit log)" in confirm and 'rows="2" maxlength="2000" required' in confirm
 
 
 def test_with_the_setting_a_bulk_needs_a_reason(op_client, reason_required):

@@ -122,5 +122,14 @@ def test_a_json_api_client_gets_english_unless_it_asks_for_chinese(token_client)
         "/report/task/submit", body, content_type="application/json", HTTP_ACCEPT_LANGUAGE="zh-CN"
     )
     assert plain.status_code == chinese.status_code == 422
-    assert plain.json() == {"error": "unknown parameter", "field": "unknown_param"}
-    assert chinese.json() == {"error": "未知参数", "field": "unknown_param"}
+    # A 422 lists every bad field in `errors` too (field and error name the first).
+    assert plain.json() == {
+        "error": "unknown parameter",
+        "field": "unknown_param",
+        "errors": [{"field": "unknown_param", "error": "unknown parameter"}],
+    }
+    assert chinese.json() == {
+        "error": "未知参数",
+        "field": "unknown_param",
+        "errors": [{"field": "unknown_param", "error": "未知参数"}],
+    }

@@ -58,7 +58,8 @@ def test_chinese_alerts_have_no_english_line(settings, active):
         assert CJK.search(text), text
         assert not ENGLISH.search(text.replace("reports.errors.transient", "")), text
     digest = rendered[2][1]["actionCard"]["text"]
-    assert "### 报表死信告警汇总：共 20 条，5 类" in digest and "……及其他 2 类，共 5 条" in digest
+    # The batch summary (6 of the 20 alerts) is counted as a batch, not as dead letters or a cause.
+    assert "### 报表死信告警汇总：共 14 条，4 类；6 个批次汇总" in digest and "……及其他 2 类，共 5 条" in digest
     assert "批次汇总 nightly" in digest
 
 
@@ -73,11 +74,11 @@ def test_english_alerts_have_no_chinese(settings, active):
     assert titles == [
         "Report dead letter: sales_summary",
         "Report batch finished: nightly (1 dead letter)",
-        "Dead-letter digest: 20",
+        "Dead-letter digest: 14 + 6 batches",
         "DingTalk test message",
     ]
     digest = rendered[2][1]["actionCard"]["text"]
-    assert "### Dead-letter digest: 20 dead letters in 5 groups" in digest
+    assert "### Dead-letter digest: 14 dead letters in 4 groups, 6 batch summaries" in digest
     assert "and 2 more groups, 5 dead letters" in digest
 
 

@@ -48,6 +48,7 @@ def console_pages(letters) -> list[tuple[str, str]]:
         ("replayed dead letter", f"/console/dead-letters/{replayed.pk}/"),
         ("replay confirmation", f"/console/dead-letters/{letter.pk}/replay/"),
         ("replay with edited params", f"/console/dead-letters/{letter.pk}/replay/edit/"),
+        ("discard confirmation", f"/console/dead-letters/{letter.pk}/discard/"),
         ("already replayed (409)", f"/console/dead-letters/{replayed.pk}/replay/"),
         ("tasks", "/console/tasks/"),
         ("task", f"/console/tasks/{letter.task.public_id}/"),

@@ -206,7 +206,7 @@ def test_open_a_dead_letter_and_watch_its_replay_finish(page, operator, media_ro
     expect(page.get_by_role("heading", name=re.compile(rf"Dead letter #{letter.id}"))).to_be_visible()
     summary = page.locator(".summary-card")
     expect(summary).to_contain_text(CONNECTION_ERROR)
-    expect(summary).to_contain_text("8 other dead letters")
+    expect(summary).to_contain_text("9 open dead letters with this cause, this one included")
     expect(page.locator("pre.traceback").first).to_contain_text("raise ConnectionError")
     expect(page.locator("ol.timeline > li")).to_have_count(3)
     expect(page.locator("#task-state")).to_contain_text("Still dead")
