@@ -11,9 +11,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from console.access import REPLAY_PERMISSION, TASK_VIEW_PERMISSION, console_view
+from console.labels import label
 from console.views.common import actor, render_conflict, wants_partial
 from deadletters.audit import REASON_MAX, client_ip
 from deadletters.services.task_controls import task_cancel, task_retry_now, task_stop
@@ -68,16 +71,29 @@ def _back(request, task: ReportTask):
     return redirect(reverse("console:task-detail", args=[task.public_id]))
 
 
+# Per control: the page title when nothing was done, and the message when it was.
+_NOT_DONE = {
+    "cancelled": pgettext_lazy("page title", "Not cancelled"),
+    "retried now": pgettext_lazy("page title", "Not retried"),
+    "stopped": pgettext_lazy("page title", "Not stopped"),
+}
+_DONE = {
+    "cancelled": gettext_lazy("Task %(id)s: cancelled; it is now %(status)s."),
+    "retried now": gettext_lazy("Task %(id)s: retried now; it is now %(status)s."),
+    "stopped": gettext_lazy("Task %(id)s: stopped; it is now %(status)s."),
+}
+
+
 def _control(request, public_id: uuid.UUID, verb: str, act):
     task = task_by_public_id(public_id)
     if task is None:
-        raise Http404("No task with this id.")
+        raise Http404(_("No task with this id."))
     reason = request.POST.get("reason", "").replace("\x00", "").strip()[:REASON_MAX]
     try:
         done = act(task, reason=reason, actor=actor(request), source="console", ip_address=client_ip(request))
     except TaskNotControllable as exc:
-        return render_conflict(request, title=f"Not {verb}", message=str(exc), task=exc.task)
-    messages.success(request, f"Task {str(task.public_id)[:8]}: {verb}; it is now {done.task.status}.")
+        return render_conflict(request, title=_NOT_DONE[verb], message=str(exc), task=exc.task)
+    messages.success(request, _DONE[verb] % {"id": str(task.public_id)[:8], "status": label(done.task.status)})
     return _back(request, task)
 
 
@@ -99,7 +115,9 @@ def stop(request, public_id: uuid.UUID):
     then = request.POST.get("then", STOP_THEN_CANCEL)
     raw_attempt = request.POST.get("attempt", "")
     if then not in STOP_CHOICES or not raw_attempt.isdigit() or len(raw_attempt) > 7:
-        return render_conflict(request, title="Not stopped", message="The stop form was not valid.", status=400)
+        return render_conflict(
+            request, title=_NOT_DONE["stopped"], message=_("The stop form was not valid."), status=400
+        )
     return _control(
         request,
         public_id,
