@@ -11,7 +11,9 @@ import pytest
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import submit_task
 from reports.services.controls import STOP_THEN_CANCEL, TaskNotControllable, cancel_task, stop_attempt
+from reports.services.enqueue import job_id_for
 from tests.conftest import horse_pid_of_running_attempt, wait_until
+from transport.queues import job_states
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,13 +33,21 @@ def pid_alive(pid: int) -> bool:
 def test_a_cancel_racing_the_claim_either_wins_before_any_attempt_or_loses_with_409(
     start_worker, fast_retries
 ):
-    start_worker()
     rng = random.Random(3)
     tasks, won, lost = [], set(), set()
-    for _ in range(40):  # about when the worker claims it: some before, some after
+    for _ in range(4):  # cancelled before any worker listens: the winning side on any machine speed
+        tasks.append(submit_task(kind="probe", params={"sleep_seconds": 0}).task)
+        cancel_task(task_id=tasks[-1].pk)
+        won.add(tasks[-1].pk)
+    start_worker()
+    for number in range(40):
         task = submit_task(kind="probe", params={"sleep_seconds": 0}).task
         tasks.append(task)
-        time.sleep(rng.uniform(0, 0.15))
+        if number % 4 == 3:
+            # Every fourth waits for the claim, so the losing side is exercised on any machine speed.
+            wait_until(lambda pk=task.pk: status_of(pk) != TaskStatus.PENDING, message="the claim")
+        else:
+            time.sleep(rng.uniform(0, 0.15))  # about when the worker claims it: some before, some after
         try:
             cancel_task(task_id=task.pk)
             won.add(task.pk)
@@ -58,8 +68,17 @@ def test_a_cancel_racing_the_claim_either_wins_before_any_attempt_or_loses_with_
             assert task.status == TaskStatus.CANCELLED and attempts == [], (task, attempts)
         else:
             assert task.status == TaskStatus.DONE and attempts == [AttemptOutcome.SUCCEEDED], (task, attempts)
-    time.sleep(0.5)  # the cancelled tasks' jobs were delivered by now: none of them ran late
+    # Every cancelled task's job was delivered and settled (a phantom): none of them ran late.
+    won_jobs = [job_id_for(pk, 1) for pk in won]
+    wait_until(
+        lambda: all(state in (None, "finished", "failed") for state in job_states(won_jobs).values()),
+        message="the cancelled tasks' jobs to be delivered",
+    )
     assert not TaskAttempt.objects.filter(task_id__in=won).exists()
+
+
+def status_of(task_id: int) -> str:
+    return ReportTask.objects.values_list("status", flat=True).get(pk=task_id)
 
 
 def test_a_stop_racing_the_completion_either_stops_the_attempt_or_loses_with_409(start_worker, fast_retries):
