@@ -139,6 +139,10 @@ def _pages(world) -> list[str]:
         "/console/bulk/",
         f"/console/bulk/{paused.public_id}/",
         f"/console/bulk/{failed.public_id}/",
+        "/console/running/",
+        "/console/retrying/",
+        "/console/alerts/snoozes/",
+        f"/console/dead-letters/{letter.pk}/discard/",
         f"/console/nothing-here-{uuid.uuid4().hex[:6]}/",
     ]
 
