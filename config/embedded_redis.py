@@ -45,7 +45,8 @@ class RedisServer:
             return f"unix://{self.unix_socket}?db=0"
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> "RedisServer":
+    def argv(self) -> list[str]:
+        """The command line of this server: `up` restarts it with the same one when it dies."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [
             redis_server_binary(),
@@ -63,9 +64,17 @@ class RedisServer:
             str(self.workdir / "redis.log"),
         ]
         if self.unix_socket:
+            # A killed server leaves its socket file behind; the new one must not find it there.
             self.unix_socket.unlink(missing_ok=True)
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return args
+
+    def start(self, timeout: float = 10.0, *, own_session: bool = False) -> "RedisServer":
+        """own_session: in a process group of its own, as `up`'s supervisor wants its children
+        (it signals each child's group, and Ctrl-C in the terminal must not reach redis first)."""
+        self.process = subprocess.Popen(
+            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=own_session
+        )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout
         while True:

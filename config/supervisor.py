@@ -31,6 +31,9 @@ class Child:
 
     name: str
     argv_for: Callable[[int], list[str]]
+    # A service the others use (the embedded redis-server): stopped after them, so that a worker
+    # finishing its job on Ctrl-C can still record it.
+    stop_last: bool = False
     starts: int = 0
     process: subprocess.Popen | None = None
     exits: deque = field(default_factory=deque)
@@ -78,7 +81,8 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop.set())
         for child in self.children:
-            self._start(child)
+            if child.process is None:  # else started before the supervisor (and adopted by it)
+                self._start(child)
         exit_code = 0
         while not self.stop.is_set():
             now = time.monotonic()
@@ -141,7 +145,13 @@ class Supervisor:
             stream.flush()
 
     def _stop_all(self) -> None:
-        running = [child.process for child in self.children if child.process is not None]
+        for last in (False, True):
+            self._stop(
+                [child.process for child in self.children if child.process is not None and child.stop_last is last]
+            )
+
+    @staticmethod
+    def _stop(running: list[subprocess.Popen]) -> None:
         for process in running:
             if process.poll() is None:
                 _signal_group(process.pid, signal.SIGTERM)

@@ -37,7 +37,7 @@ from reports.models import ReportTask
 from reports.outputs import remove_output
 from reports.services import ClaimDeferred, FailureInfo, claim_task
 from reports.services.enqueue import REPORT_JOB_FUNC
-from reports.worker import horse, report_job
+from reports.worker import horse, registration, report_job
 from reports.worker.records import ABANDONED, SLOW_SECONDS, AttemptRecorder, LeaseKeeper, horse_exit_result
 from transport.connection import new_redis_connection
 from transport.registry import note_refusal
@@ -140,7 +140,14 @@ class _AttemptOwner:
         if timeout is None and pipeline is None and self.last_heartbeat is not None:
             if (rq_now() - self.last_heartbeat).total_seconds() < REDIS_HEARTBEAT_SECONDS:
                 return
-        super().heartbeat(timeout, pipeline)
+        if pipeline is not None:
+            super().heartbeat(timeout, pipeline)
+            return
+        with self.connection.pipeline() as beat:
+            super().heartbeat(timeout, beat)
+            registration.queue_registration_check(self, beat)
+            if not beat.execute()[-1]:
+                registration.register_again(self)
 
     def set_state(self, state, pipeline=None):
         # The loop writes "idle" twice a job (after the job, before the next dequeue); once will do.

@@ -257,3 +257,51 @@ def test_explicit_environment_values_win_over_the_derived_addresses():
     assert derived_addresses("8811", {}, demo_setup=False) == {"CONSOLE_BASE_URL": "http://127.0.0.1:8811"}
     assert local_host_port("[::]:9000") == "[::1]:9000"
     assert local_host_port("console.internal:9000") == "console.internal:9000"
+
+
+def test_a_killed_embedded_redis_is_restarted_and_the_system_works_on_without_a_person(up):
+    site = up()
+    old_pid = site.redis().info("server")["process_id"]
+    poller = HealthPoller(f"{site.base}/healthz")
+    poller.start()
+
+    killed_at = time.monotonic()
+    os.kill(old_pid, signal.SIGKILL)
+    wait_until(lambda: "redis restarted (pid" in site.output(), timeout=60, interval=0.02,
+               message="`up` to start a new redis-server")
+
+    def new_redis_pid():
+        try:
+            return site.redis().info("server")["process_id"]
+        except redis.ConnectionError:
+            return None
+
+    new_pid = wait_until(new_redis_pid, timeout=30, interval=0.02, message="the new redis-server to answer")
+    answering_after = time.monotonic() - killed_at
+    poller.halt.set()
+    poller.join(10)
+    print(f"redis-server answered again {answering_after:.2f} s after SIGKILL (pid {old_pid} -> {new_pid})")
+    assert new_pid != old_pid
+    assert answering_after < RESTARTED_WITHIN_SECONDS, f"`up` took {answering_after:.2f} s to bring redis back"
+    assert "redis exited with -9 (SIGKILL); restarting it in 0.5 s" in site.output()
+    assert not poller.failures, poller.failures[:5]  # /healthz is the web process alone: it never stopped
+
+    # Work goes on: workers are back in the new redis, and a task submitted now runs to the end.
+    wait_until(lambda: len(site.workers()) == 2, timeout=90, message="two workers registered in the new redis")
+    token = site.manage("create_api_token", "after-redis", "--scope", "submit", "--scope", "read",
+                        "--scope", "operator").strip()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{site.base}/report/task/submit", method="POST", headers=headers,
+                                     data=json.dumps({"kind": "probe", "params": {}}).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        task_id = json.load(response)["task_id"]
+
+    def status():
+        status_request = urllib.request.Request(f"{site.base}/report/task/{task_id}/status", headers=headers)
+        with urllib.request.urlopen(status_request, timeout=30) as response:
+            return json.load(response)["status"]
+
+    wait_until(lambda: status() == "done", timeout=90, message="a task submitted after the restart to be done")
+    assert site.process.poll() is None
+    assert site.stop() == 0
+    assert new_redis_pid() is None  # stopped with the rest, last

@@ -45,7 +45,8 @@ class Command(BaseCommand):
     help = (
         "Start the whole system in the foreground: an embedded redis-server (unless REDIS_URL is set), "
         "migrations, an admin login, demo data, the web server, RQ workers with the scheduler, the reaper "
-        "and the alert sender. A child that exits is restarted; Ctrl-C stops everything."
+        "and the alert sender. A child that exits (the embedded redis-server too) is restarted; Ctrl-C stops "
+        "everything."
     )
 
     def add_arguments(self, parser):
@@ -70,7 +71,7 @@ class Command(BaseCommand):
         if not os.environ.get("REDIS_URL"):
             redis_server = RedisServer(
                 settings.VAR_DIR / "redis", unix_socket=settings.EMBEDDED_REDIS_SOCKET
-            ).start()
+            ).start(own_session=True)
             self.stdout.write(f"embedded redis-server on {redis_server.url}")
         try:
             call_command("migrate", verbosity=0, interactive=False)
@@ -81,6 +82,11 @@ class Command(BaseCommand):
                 call_command("seed_demo_data", rows=10_000, stdout=self.stdout)
             manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
             children = [Child("web", lambda _start: manage + ["runserver", addr, "--noreload"])]
+            if redis_server:
+                # Supervised like the rest: a killed redis-server comes back empty on the same
+                # socket, and the reaper re-enqueues what the database says was waiting in it.
+                children.insert(0, Child("redis", lambda _start: redis_server.argv(), stop_last=True,
+                                         starts=1, process=redis_server.process))
             for n in range(1, workers + 1):
                 children.append(Child(f"worker{n}", self._worker_argv(manage, n, worker_class)))
             children.append(Child("reaper", lambda _start: manage + ["reap_tasks", "--loop"]))

@@ -29,3 +29,4 @@ def test_the_scheduler_builds_its_client_from_the_factory_in_its_own_process(red
 
     assert isinstance(_retry_of(scheduler.connection), LoggedRetry)
     assert scheduler.connection.ping()
+
