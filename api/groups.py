@@ -23,7 +23,11 @@ GROUPS_QUERY = {"kind", "fingerprint", "q"}
 def dead_letter_groups(request):
     filters = letter_filters(request, allowed=GROUPS_QUERY)
     now = timezone.now()
-    groups = client_fingerprint_groups(**filters, owner=request.api_client.owner_filter, now=now)
+    # One more than shown, so `limited` is true only when there really are more.
+    groups = client_fingerprint_groups(
+        **filters, owner=request.api_client.owner_filter, limit=GROUPS_LIMIT + 1, now=now
+    )
+    limited, groups = len(groups) > GROUPS_LIMIT, groups[:GROUPS_LIMIT]
     new = new_causes(group.fingerprint for group in groups)
     results = [
         {
@@ -45,7 +49,7 @@ def dead_letter_groups(request):
     return JsonResponse(
         {
             "results": results,
-            "limited": len(groups) >= GROUPS_LIMIT,
+            "limited": limited,
             "deaths_24h_start": iso(sparkline_start(now)),
         }
     )
