@@ -21,7 +21,7 @@ from deadletters.bulk.control import (
     start_bulk_action,
 )
 from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_selection, preview_bulk_action
-from deadletters.bulk.watch import replay_outcome
+from deadletters.bulk.watch import replay_outcome, replay_outcome_by_cause
 from deadletters.filters import FILTER_PARAMS
 from deadletters.models import BulkAction, BulkActionKind
 from reports.kinds import KINDS
@@ -48,6 +48,8 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         "created_at": iso(bulk.created_at),
         "finished_at": iso(bulk.finished_at),
         "outcome": None,
+        "outcome_by_cause": None,
+        "outcome_by_cause_limited": False,
     }
     if bulk.action == BulkActionKind.REPLAY:
         outcome = replay_outcome(bulk)
@@ -56,6 +58,18 @@ def bulk_status_body(bulk: BulkAction) -> dict:
             "finished": outcome.finished,
             "died_again": outcome.died_again,
         }
+        causes, limited = replay_outcome_by_cause(bulk)
+        body["outcome_by_cause"] = [
+            {
+                "fingerprint": cause.fingerprint,
+                "error_type": cause.error_type,
+                "replayed": cause.replayed,
+                "done": cause.done,
+                "died_again": cause.died_again,
+            }
+            for cause in causes
+        ]
+        body["outcome_by_cause_limited"] = limited
     return body
 
 

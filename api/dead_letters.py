@@ -36,11 +36,11 @@ def _cursor(raw: str | None) -> Cursor | None:
         raise ApiError(400, "is not a cursor this API returned", "cursor") from None
 
 
-@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="deadletters.view_deadletter")
-def dead_letters(request):
-    """Open dead letters: the client's own tasks', or everyone's for operator tokens and sessions."""
+def letter_filters(request, *, allowed: set[str]) -> dict:
+    """The dead-letter filters of the query string (`kind`, `fingerprint`, `q`), checked as the
+    OpenAPI document states them; any parameter not in `allowed` is a 400 naming it."""
     for name in request.GET:
-        if name not in DEAD_LETTER_QUERY:
+        if name not in allowed:
             raise ApiError(400, f"unknown query parameter {name[:64]!r}", name[:64])
     kind = query_param(request, "kind")
     if kind is not None and kind not in KINDS:
@@ -53,6 +53,13 @@ def dead_letters(request):
     q = (query_param(request, "q") or "").replace("\x00", "").strip()
     if len(q) > MAX_SEARCH_LENGTH:
         raise ApiError(400, f"must be at most {MAX_SEARCH_LENGTH} characters", "q")
+    return {"kind": kind, "fingerprint": fingerprint, "q": q}
+
+
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="deadletters.view_deadletter")
+def dead_letters(request):
+    """Open dead letters: the client's own tasks', or everyone's for operator tokens and sessions."""
+    filters = letter_filters(request, allowed=DEAD_LETTER_QUERY)
     raw_limit = query_param(request, "limit")
     limit = settings.API_DEADLETTER_PAGE_SIZE
     if raw_limit is not None:
@@ -60,9 +67,7 @@ def dead_letters(request):
             raise ApiError(400, f"must be an integer from 1 to {settings.API_DEADLETTER_PAGE_MAX}", "limit")
         limit = int(raw_limit)
     page = open_dead_letters_page(
-        kind=kind,
-        fingerprint=fingerprint,
-        q=q,
+        **filters,
         cursor=_cursor(query_param(request, "cursor")),
         limit=limit,
         owner=request.api_client.owner_filter,

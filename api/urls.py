@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from api import alerts, batches, bulk, dead_letters, docs, operator_actions, task_controls, tasks
+from api import alerts, batches, bulk, dead_letters, docs, groups, operator_actions, task_controls, tasks
 
 app_name = "api"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("openapi.json", docs.openapi, name="openapi"),
     path("task/submit", tasks.submit, name="task-submit"),
     path("task/dead-letters", dead_letters.dead_letters, name="dead-letters"),
+    path("dead-letters/groups", groups.dead_letter_groups, name="dead-letter-groups"),
     path("task/<str:task_id>/status", tasks.task_status, name="task-status"),
     path("task/<str:task_id>/replay", tasks.task_replay, name="task-replay"),
     path("task/<str:task_id>/output", tasks.task_output, name="task-output"),

@@ -2,8 +2,9 @@
 
 Median and p95 of the dead-letter list (first page, a filtered page, a deep page reached through
 its keyset cursor), the searches an operator types (message text, an 8-character task id, a full
-task id, `#id`, a 12-character fingerprint), the detail page and the dashboard, through Django's
-test client (in process, logged in as a superuser: template rendering included, no network).
+task id, `#id`, a 12-character fingerprint), the detail page, the dashboard, and the groups by
+cause with their 24-hour sparklines and trends (console and API; then the groups' selector with
+and without the trends, and the ratio), through Django's test client (in process, logged in as a superuser: template rendering included, no network).
 Rows are loaded with COPY. The text search is then measured again without its trigram index
 (dropped in this scratch database): the landed baseline, in the same run. Target (issue 13):
 text search p95 <= 100 ms at 1,000,000 letters; landed 643 ms (984 ms in an earlier run).
@@ -91,9 +92,13 @@ def run(args) -> None:
         (f"list, deep page (row {args.n // 2})", f"/console/dead-letters/?cursor={deep_cursor}"),
         ("detail page", f"/console/dead-letters/{detail_id}/"),
         ("dashboard", "/console/"),
+        ("groups by cause, with trends", "/console/dead-letters/groups/"),
+        ("groups, filtered (kind), with trends", "/console/dead-letters/groups/?kind=http_export"),
+        ("API groups, with trends", "/report/dead-letters/groups"),
     ]
     results = {label: measure(client, label, url, args.repeat) for label, url in pages}
     search = percentile(results["list, text search q=host-42"], 0.95)
+    trends_cost(args.repeat)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX IF EXISTS dl_error_message_trgm")
@@ -103,6 +108,27 @@ def run(args) -> None:
               f"landed 643 ms (984 ms earlier); baseline this run {percentile(baseline, 0.95):.1f} ms "
               f"(x{percentile(baseline, 0.95) / search:.0f})", flush=True)
     print(f"peak RSS {_common.peak_rss_mb():.0f} MiB; end: {_common.conditions()}")
+
+
+def trends_cost(repeat: int) -> None:
+    """What the sparklines and trend words add to the groups page: the groups' own queries alone,
+    then with the trends' grouped query, on the same data."""
+    from deadletters.filters import parse_dead_letter_filters
+    from deadletters.selectors.letters import fingerprint_groups, fingerprint_groups_with_trends
+
+    filters = parse_dead_letter_filters({})
+    timings = {}
+    for label, select in (("groups alone", fingerprint_groups), ("groups with trends", fingerprint_groups_with_trends)):
+        select(filters)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            select(filters)
+            times.append((time.perf_counter() - start) * 1000)
+        timings[label] = statistics.median(times)
+        print(f"selector: {label:33} median {timings[label]:8.1f} ms   p95 {percentile(times, 0.95):8.1f} ms", flush=True)
+    print(f"trends add {timings['groups with trends'] - timings['groups alone']:.1f} ms to the groups' queries "
+          f"(x{timings['groups with trends'] / timings['groups alone']:.2f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from api.openapi.common import (
     json_response,
     needs_scope,
 )
+from deadletters.bulk.watch import OUTCOME_CAUSES_MAX
 from deadletters.filters import FINGERPRINT_PREFIX_MIN, MAX_ERROR_TYPE_LENGTH, MAX_SEARCH_LENGTH
 from deadletters.models import BulkActionKind, BulkActionStatus, DeadLetterStatus
 from reports.kinds import KINDS
@@ -215,6 +216,28 @@ def bulk_components() -> dict:
                     "properties": {
                         name: {"type": "integer"} for name in ("replayed", "finished", "died_again")
                     },
+                },
+                "outcome_by_cause": {
+                    "type": ["array", "null"],
+                    "description": "A replay's tasks by the cause (fingerprint) of the letters it replayed, "
+                    f"most replayed first, at most {OUTCOME_CAUSES_MAX}: how many were replayed, how many are "
+                    "done now and how many are dead again now (the rest are still on their way). Null for "
+                    "other actions.",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["fingerprint", "error_type", "replayed", "done", "died_again"],
+                        "properties": {
+                            "fingerprint": {"type": "string"},
+                            "error_type": {"type": "string"},
+                            **{name: {"type": "integer", "minimum": 0} for name in ("replayed", "done", "died_again")},
+                        },
+                    },
+                },
+                "outcome_by_cause_limited": {
+                    "type": "boolean",
+                    "description": f"True when the replay touched more than {OUTCOME_CAUSES_MAX} causes "
+                    "(`outcome` still counts them all).",
                 },
             },
         },

@@ -20,7 +20,7 @@ from api.openapi.common import (
     json_response,
     needs_scope,
 )
-from reports.kinds import KINDS
+from api.openapi.groups import letter_filter_parameters
 
 # Follow-up calls a client (and Schemathesis' stateful phase) can make with an answer's id.
 SUBMIT_LINKS = {
@@ -41,7 +41,6 @@ def _with_links(response: dict, links: dict) -> dict:
 
 
 def task_paths() -> dict:
-    kinds = sorted(KINDS)
     return {
         "/report/task/submit": {
             "post": {
@@ -182,30 +181,7 @@ def task_paths() -> dict:
                 "everyone's. Sessions: `deadletters.view_deadletter` (everyone's).",
                 **needs_scope("read"),
                 "parameters": [
-                    {
-                        "name": "kind",
-                        "in": "query",
-                        "required": False,
-                        "description": "Only this report kind; another value is a 400.",
-                        "schema": {"type": "string", "enum": kinds},
-                    },
-                    {
-                        "name": "fingerprint",
-                        "in": "query",
-                        "required": False,
-                        "description": "A fingerprint, or its first 8+ characters: every letter whose "
-                        "fingerprint starts with them.",
-                        "schema": {"type": "string", "pattern": "^[0-9a-f]{8,40}$"},
-                    },
-                    {
-                        "name": "q",
-                        "in": "query",
-                        "required": False,
-                        "description": "Search, as the console's box: `#13` (a letter id), a task id "
-                        "(whole, or its first 8+ hex digits), a number (a letter id or message text), or "
-                        "3+ characters of the error message (case-insensitive).",
-                        "schema": {"type": "string", "maxLength": 200},
-                    },
+                    *letter_filter_parameters(),
                     {
                         "name": "cursor",
                         "in": "query",

@@ -38,7 +38,7 @@ from deadletters.bulk.selection import (
     build_selection,
     preview_bulk_action,
 )
-from deadletters.bulk.watch import died_again_causes, replay_outcome
+from deadletters.bulk.watch import died_again_causes, replay_outcome, replay_outcome_by_cause
 from deadletters.models import BulkAction, BulkActionKind
 
 
@@ -205,6 +205,7 @@ def _bulk_context(bulk: BulkAction) -> dict:
     finished = bulk.status in FINISHED_STATUSES
     outcome = replay_outcome(bulk) if bulk.action == BulkActionKind.REPLAY else None
     settled = outcome is None or outcome.finished >= outcome.replayed
+    by_cause, by_cause_limited = replay_outcome_by_cause(bulk) if outcome and outcome.replayed else ([], False)
     return {
         "bulk": bulk,
         "finished": finished,
@@ -214,6 +215,8 @@ def _bulk_context(bulk: BulkAction) -> dict:
         "outcome": outcome,
         "replays_done": outcome.finished - outcome.died_again if outcome else 0,
         "died_again_causes": died_again_causes(bulk) if outcome and outcome.died_again else [],
+        "outcome_by_cause": by_cause,
+        "outcome_by_cause_limited": by_cause_limited,
     }
 
 

@@ -132,7 +132,7 @@ def deadletter_groups(request):
         context.update(filter_error=str(exc), filters=_raw_filters(request.GET), groups=[], groups_view=True)
         template = "console/_groups_table.html" if wants_partial(request) else "console/groups.html"
         return render(request, template, context, status=_filter_error_status(request))
-    groups = letter_selectors.fingerprint_groups(filters)
+    groups = letter_selectors.fingerprint_groups_with_trends(filters)
     new = new_causes(group.fingerprint for group in groups)
     for group in groups:
         group.list_querystring = filters.querystring(fingerprint=group.fingerprint)
@@ -140,7 +140,7 @@ def deadletter_groups(request):
     context.update(
         filters=filters,
         groups=groups,
-        groups_limited=len(groups) >= 200,
+        groups_limited=len(groups) >= letter_selectors.GROUPS_LIMIT,
         active_filters=_active_filters(filters),
         groups_view=True,
         filter_querystring=filters.querystring(),

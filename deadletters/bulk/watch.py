@@ -42,6 +42,45 @@ def replay_outcome(bulk: BulkAction, *, since: datetime | None = None) -> Replay
     return ReplayOutcome(replayed=counts["replayed"], finished=counts["finished"], died_again=counts["dead"])
 
 
+OUTCOME_CAUSES_MAX = 50
+
+
+@dataclass(frozen=True)
+class CauseOutcome:
+    """What the replays of one cause led to: tasks replayed, done now, dead again now (the rest
+    are still pending, retrying, running, or were cancelled)."""
+
+    fingerprint: str
+    error_type: str
+    replayed: int
+    done: int
+    died_again: int
+
+    @property
+    def unfinished(self) -> int:
+        return self.replayed - self.done - self.died_again
+
+
+def replay_outcome_by_cause(bulk: BulkAction, *, limit: int = OUTCOME_CAUSES_MAX) -> tuple[list[CauseOutcome], bool]:
+    """replay_outcome per cause of the letters this bulk replayed, biggest first, in one grouped
+    query; at most `limit` causes, and whether there were more. A task counts once per cause,
+    with its state now, as replay_outcome counts it."""
+    rows = list(
+        DeadLetter.objects.filter(replayed_in=bulk)
+        .order_by()
+        .values("fingerprint")
+        .annotate(
+            error_type=Max("error_type"),
+            replayed=Count("task_id", distinct=True),
+            done=Count("task_id", distinct=True, filter=Q(task__status=TaskStatus.DONE)),
+            died_again=Count("task_id", distinct=True, filter=Q(task__status=TaskStatus.DEAD)),
+        )
+        .order_by("-replayed", "fingerprint")[: limit + 1]
+    )
+    causes = [CauseOutcome(**row) for row in rows[:limit]]
+    return causes, len(rows) > limit
+
+
 def _watch_since(bulk: BulkAction) -> datetime | None:
     raw = (bulk.filters or {}).get("watch_since")
     return datetime.fromisoformat(raw) if raw else None

@@ -2,26 +2,29 @@
 
 Lists are keyset-paginated on (created_at, id) by config.keyset; counts are capped."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, QuerySet
 from django.db.models.functions import Length, Substr
 from django.utils import timezone
 
 from config.keyset import MAX_DB_ID, Cursor, KeysetPage, after, capped_count, keyset_page
 from deadletters.filters import (
+    ALL_STATUSES,
     DeadLetterFilters,
     filtered_dead_letters,
     fingerprint_condition,
     search_condition,
 )
 from deadletters.models import Alert, DeadLetter, DeadLetterStatus
+from deadletters.selectors.trends import CauseTrend, attach_trends
 from reports.kinds import KINDS
 
 SAMPLE_MESSAGE_CHARS = 300
+GROUPS_LIMIT = 200  # causes a groups page or answer shows, biggest first
 ERROR_MESSAGE_PREVIEW = 300
 
 
@@ -78,13 +81,28 @@ class FingerprintGroup:
     sample_id: int | None = None
     kinds: list[str] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
+    trend: CauseTrend | None = None  # set by deadletters.selectors.trends.attach_trends
 
 
-def fingerprint_groups(filters: DeadLetterFilters, *, limit: int = 200) -> list[FingerprintGroup]:
+def fingerprint_groups(filters: DeadLetterFilters, *, limit: int = GROUPS_LIMIT) -> list[FingerprintGroup]:
     """Dead letters matching `filters`, grouped by cause, biggest group first (GROUP BY in the DB)."""
+    return groups_of_letters(filtered_dead_letters(filters), limit=limit)
+
+
+def fingerprint_groups_with_trends(
+    filters: DeadLetterFilters, *, limit: int = GROUPS_LIMIT, now: datetime | None = None
+) -> list[FingerprintGroup]:
+    """The groups page: fingerprint_groups, each with its deaths per hour and trend. The deaths
+    are counted under the same filters except the status (a replayed letter still was a death)."""
+    groups = fingerprint_groups(filters, limit=limit)
+    return attach_trends(groups, filtered_dead_letters(replace(filters, status=ALL_STATUSES)), now=now)
+
+
+def groups_of_letters(letters: QuerySet, *, limit: int = GROUPS_LIMIT) -> list[FingerprintGroup]:
+    """`letters` (a DeadLetter QuerySet) grouped by cause, biggest group first: each group's count,
+    first and last death, kinds, and the error type and message of its newest letter."""
     rows = list(
-        filtered_dead_letters(filters)
-        .order_by()
+        letters.order_by()
         .values("fingerprint")
         .annotate(
             n=Count("id"), first_seen=Min("created_at"), last_seen=Max("created_at"), latest_id=Max("id")
@@ -102,8 +120,7 @@ def fingerprint_groups(filters: DeadLetterFilters, *, limit: int = 200) -> list[
     fingerprints = [r["fingerprint"] for r in rows]
     kinds: dict[str, list[str]] = {}
     for fp, kind in (
-        filtered_dead_letters(filters)
-        .filter(fingerprint__in=fingerprints)
+        letters.filter(fingerprint__in=fingerprints)
         .order_by("fingerprint", "kind")
         .values_list("fingerprint", "kind")
         .distinct()
@@ -181,6 +198,44 @@ def alerts_for_dead_letter(letter: DeadLetter) -> list[Alert]:
 # --- the API's list: open, not yet expired, newest first ------------------------------
 
 
+def client_dead_letters(
+    *, kind: str | None = None, fingerprint: str | None = None, q: str = "", owner=None
+) -> QuerySet:
+    """The API's filter over dead letters of every status: `fingerprint` (or its start) and the
+    search `q` work as the console's. `owner` (an ApiToken) keeps only the letters of that client's
+    tasks; None keeps everyone's."""
+    qs = DeadLetter.objects.all()
+    if owner is not None:
+        qs = qs.filter(task__owner=owner)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if fingerprint:
+        qs = qs.filter(fingerprint_condition(fingerprint))
+    if q:
+        qs = qs.filter(search_condition(q))
+    return qs
+
+
+def open_unexpired(letters: QuerySet) -> QuerySet:
+    """What the API lists: open letters the archiver has not yet come for."""
+    return letters.filter(status=DeadLetterStatus.OPEN, expire_at__gt=timezone.now())
+
+
+def client_fingerprint_groups(
+    *,
+    kind: str | None = None,
+    fingerprint: str | None = None,
+    q: str = "",
+    owner=None,
+    limit: int = GROUPS_LIMIT,
+    now: datetime | None = None,
+) -> list[FingerprintGroup]:
+    """The API's groups: its list's letters (open, not expired, filtered as client_dead_letters)
+    grouped by cause, each with the trend of the same client's deaths of every status."""
+    letters = client_dead_letters(kind=kind, fingerprint=fingerprint, q=q, owner=owner)
+    return attach_trends(groups_of_letters(open_unexpired(letters), limit=limit), letters, now=now)
+
+
 def open_dead_letters_page(
     *,
     kind: str | None = None,
@@ -190,17 +245,8 @@ def open_dead_letters_page(
     limit: int = 50,
     owner=None,
 ) -> KeysetPage:
-    """The API's list; `fingerprint` (or its start) and the search `q` work as the console's.
-    `owner` (an ApiToken) keeps only the letters of that client's tasks; None lists everyone's."""
-    qs = DeadLetter.objects.filter(status=DeadLetterStatus.OPEN, expire_at__gt=timezone.now())
-    if owner is not None:
-        qs = qs.filter(task__owner=owner)
-    if kind:
-        qs = qs.filter(kind=kind)
-    if fingerprint:
-        qs = qs.filter(fingerprint_condition(fingerprint))
-    if q:
-        qs = qs.filter(search_condition(q))
+    """The API's list: open, not expired, newest first, filtered as client_dead_letters."""
+    qs = open_unexpired(client_dead_letters(kind=kind, fingerprint=fingerprint, q=q, owner=owner))
     qs = qs.select_related("task").only(
         "id",
         "task__public_id",

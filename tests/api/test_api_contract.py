@@ -179,6 +179,12 @@ def scenarios(world):
         ("get", "/report/task/dead-letters", {}, None),
         ("get", "/report/task/dead-letters", {}, "staff"),
         ("post", "/report/task/dead-letters", {}, "token"),
+        # dead letters by cause
+        ("get", "/report/dead-letters/groups", {"data": {"kind": "probe"}}, "token"),
+        ("get", "/report/dead-letters/groups", {"data": {"kind": "nope"}}, "token"),
+        ("get", "/report/dead-letters/groups", {}, None),
+        ("get", "/report/dead-letters/groups", {}, "staff"),
+        ("post", "/report/dead-letters/groups", {}, "token"),
         # replay (the dead one last: earlier cases must not replay it)
         ("post", f"/report/task/{dead.public_id}/replay", {"data": {"why": 1}, **js}, "token"),
         ("post", f"/report/task/{dead.public_id}/replay", {}, None),

@@ -1,0 +1,55 @@
+"""GET /report/dead-letters/groups: the dead-letter list's letters grouped by cause (fingerprint),
+biggest first, each with its deaths per hour over 24 h and its trend (deadletters.selectors.trends).
+
+The filters and the scope are the list's (api/dead_letters.py): a token without `operator` sees
+only causes of its own tasks' letters, and counts, samples and deaths only among those."""
+
+from django.http import JsonResponse
+from django.utils import timezone
+
+from api.auth import api_endpoint
+from api.dead_letters import letter_filters
+from api.request_body import iso
+from deadletters.alerts.causes import new_causes
+from deadletters.links import fingerprint_url
+from deadletters.selectors.letters import GROUPS_LIMIT, client_fingerprint_groups, message_preview
+from deadletters.selectors.trends import sparkline_start
+from reports.models import ApiScope
+
+GROUPS_QUERY = {"kind", "fingerprint", "q"}
+
+
+@api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="deadletters.view_deadletter")
+def dead_letter_groups(request):
+    filters = letter_filters(request, allowed=GROUPS_QUERY)
+    now = timezone.now()
+    # One more than shown, so `limited` is true only when there really are more.
+    groups = client_fingerprint_groups(
+        **filters, owner=request.api_client.owner_filter, limit=GROUPS_LIMIT + 1, now=now
+    )
+    limited, groups = len(groups) > GROUPS_LIMIT, groups[:GROUPS_LIMIT]
+    new = new_causes(group.fingerprint for group in groups)
+    results = [
+        {
+            "fingerprint": group.fingerprint,
+            "error_type": group.error_type,
+            "sample_message": message_preview(group.sample_message),
+            "count": group.count,
+            "kinds": group.kinds,
+            "first_seen": iso(group.first_seen),
+            "last_seen": iso(group.last_seen),
+            "new": group.fingerprint in new,
+            "new_release": new.get(group.fingerprint) or None,
+            "deaths_24h": list(group.trend.deaths_24h),
+            "trend": group.trend.trend,
+            "console_url": fingerprint_url(group.fingerprint),
+        }
+        for group in groups
+    ]
+    return JsonResponse(
+        {
+            "results": results,
+            "limited": limited,
+            "deaths_24h_start": iso(sparkline_start(now)),
+        }
+    )
