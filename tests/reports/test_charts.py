@@ -55,7 +55,12 @@ def add_task(*, kind: str, created, attempts: list[dict]) -> ReportTask:
 def window():
     now = timezone.now()
     start, end = charts.hour_window(hours=24, now=now)
-    return {"now": now, "start": start, "busy": start + timedelta(hours=20), "quiet": start + timedelta(hours=17)}
+    return {
+        "now": now,
+        "start": start,
+        "busy": start + timedelta(hours=20),
+        "quiet": start + timedelta(hours=17),
+    }
 
 
 def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
@@ -83,7 +88,11 @@ def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
     add_task(kind="probe", created=busy + timedelta(minutes=58), attempts=[
         {"number": 1, "started": busy + timedelta(minutes=59), "run": None}])  # fmt: skip
     # Another kind in the same hour, and attempts outside the window.
-    add_task(kind="sales_summary", created=busy, attempts=[{"number": 1, "started": busy + timedelta(seconds=90), "run": 600.0}])
+    add_task(
+        kind="sales_summary",
+        created=busy,
+        attempts=[{"number": 1, "started": busy + timedelta(seconds=90), "run": 600.0}],
+    )
     add_task(kind="probe", created=window["start"] - timedelta(hours=3),
              attempts=[{"number": 1, "started": window["start"] - timedelta(hours=2), "run": 7.0}])  # fmt: skip
 
@@ -121,7 +130,11 @@ def test_empty_hours_have_no_percentiles(window):
 
 def test_a_negative_wait_counts_as_zero(window):
     started = window["quiet"] + timedelta(minutes=10)
-    add_task(kind="probe", created=started + timedelta(seconds=2), attempts=[{"number": 1, "started": started, "run": 1.0}])
+    add_task(
+        kind="probe",
+        created=started + timedelta(seconds=2),
+        attempts=[{"number": 1, "started": started, "run": 1.0}],
+    )
 
     assert charts.queue_wait_by_hour(now=window["now"])[17].p95 == pytest.approx(0, abs=1e-3)
 

@@ -59,7 +59,9 @@ def plans_of(run) -> list[str]:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("histograms", [metrics.queue_wait_histograms, metrics.duration_histograms], ids=["queue wait", "duration"])
+@pytest.mark.parametrize(
+    "histograms", [metrics.queue_wait_histograms, metrics.duration_histograms], ids=["queue wait", "duration"]
+)
 def test_window_histograms_read_tasks_by_primary_key_only(histograms):
     tasks_with_recent_first_attempts()
 
