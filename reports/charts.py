@@ -108,13 +108,25 @@ def queue_wait_statement(*, start, end, kind: str | None, sample: int) -> tuple[
     hour = "strftime('%%Y-%%m-%%d %%H:00:00', a.started_at)"
     sql = f"""SELECT hour, n, value FROM (
         SELECT {hour} AS hour,
-            max((julianday(a.started_at) - julianday(t.created_at)) * 86400.0, 0) AS value,
+            max({_sqlite_seconds_between("t.created_at", "a.started_at")}, 0) AS value,
             count(*) OVER (PARTITION BY {hour}) AS n,
             row_number() OVER (PARTITION BY {hour} ORDER BY {_HASH}) AS pick
         FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id
         WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s{kind_sql}
     ) WHERE pick <= %s"""
     return sql, [_db_time(start), _db_time(end), *kind_params, sample]
+
+
+def _sqlite_seconds_between(earlier: str, later: str) -> str:
+    """Seconds from one stored time to another, to the microsecond: whole days by julianday() of the
+    dates, the rest from the time of day as text ("YYYY-MM-DD HH:MM:SS[.ffffff]", UTC, as Django
+    stores it). julianday() of the full times would be off by up to ~0.1 ms."""
+
+    def time_of_day(column: str) -> str:
+        return f"(substr({column}, 12, 2) * 3600 + substr({column}, 15, 2) * 60 + substr({column}, 18))"
+
+    days = f"(julianday(substr({later}, 1, 10)) - julianday(substr({earlier}, 1, 10)))"
+    return f"({days} * 86400.0 + {time_of_day(later)} - {time_of_day(earlier)})"
 
 
 def finished_attempts_by_hour(
