@@ -4,6 +4,7 @@ waits (explicit timestamps), counted and their p50/p95 computed independently he
 on SQLite and on PostgreSQL (DATABASE_URL); a busy hour read from a sample on SQLite stays within
 the documented rank margin of the exact figure, which PostgreSQL gives."""
 
+import json
 import statistics
 from datetime import timedelta
 
@@ -178,3 +179,51 @@ def test_percentile_cont_interpolates_between_ranks():
     assert percentile_cont([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert percentile_cont([10.0, 0.0, 5.0], 0.95) == pytest.approx(9.5)
     assert sample_rank_margin(0.95, 2000) == pytest.approx(0.0146, abs=1e-4)
+
+
+def explain(sql: str, params: list) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            return json.dumps(cursor.fetchone()[0])
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return "\n".join(str(row[-1]) for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("kind", [None, "probe"], ids=["every kind", "one kind"])
+@pytest.mark.parametrize(
+    "statement", [charts.finished_attempts_statement, charts.queue_wait_statement], ids=["finished", "waits"]
+)
+def test_the_chart_statements_read_the_day_by_index_and_tasks_by_primary_key(statement, kind):
+    """10 days of tasks, 300 a day: the day's attempts are a range of an index on their time (the
+    queue-wait one partial, of first attempts), their tasks lookups by primary key, never a scan of
+    every task or of every task of a kind."""
+    now = timezone.now()
+    ReportTask.objects.bulk_create(
+        ReportTask(kind=("probe", "sales_summary", "http_export")[i % 3], status=TaskStatus.DONE, attempt=1,
+                   max_attempts=3, timeout_seconds=60)
+        for i in range(3000)
+    )  # fmt: skip
+    TaskAttempt.objects.bulk_create(
+        TaskAttempt(task_id=task_id, number=1, started_at=now - timedelta(minutes=i * 4.8),
+                    finished_at=now - timedelta(minutes=i * 4.8) + timedelta(seconds=2),
+                    outcome=AttemptOutcome.SUCCEEDED, duration_seconds=2.0)
+        for i, task_id in enumerate(ReportTask.objects.order_by("pk").values_list("pk", flat=True))
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {ReportTask._meta.db_table}")
+        cursor.execute(f"ANALYZE {TaskAttempt._meta.db_table}")
+    start, end = charts.hour_window(hours=24, now=now)
+
+    shown = explain(*statement(start=start, end=end, kind=kind, sample=charts.PERCENTILE_SAMPLE))
+
+    index = "attempt_finished_at" if statement is charts.finished_attempts_statement else "attempt_first_started"
+    if connection.vendor == "postgresql":
+        scans = [node for node in shown.split('"Node Type": ')[1:] if node.startswith('"Seq Scan"')]
+        assert not [scan for scan in scans if '"Relation Name": "reports_reporttask"' in scan], shown
+        assert f'"Index Name": "{index}"' in shown, shown
+        assert '"Index Name": "task_kind_status"' not in shown, shown
+    else:
+        assert f"SEARCH a USING INDEX {index}" in shown, shown
+        assert "reports_reporttask" not in shown.replace("SEARCH t USING INTEGER PRIMARY KEY", ""), shown
+        assert "task_kind_status" not in shown and "SCAN t" not in shown, shown
