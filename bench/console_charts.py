@@ -2,9 +2,10 @@
 
 Loads N tasks spread evenly over the last --days days (100,000 a day by default), each with a first
 attempt (5 % of them failed once and have a second), and --letters dead letters over 30 days (COPY
-on PostgreSQL), then computes the charts of every kind together and of each kind, uncached, and
-prints the median and p95 of each (three statements each: finished attempts, queue waits, deaths),
-and of the dashboard page with the charts. --explain prints the statements' plans for one kind.
+on PostgreSQL), then computes the day's figures of every kind and of each kind, uncached (three
+statements: finished attempts, queue waits, deaths), and prints the median and p95 of each
+statement, of the whole, and of the dashboard and a kind page with the charts uncached.
+--explain prints the statements' plans.
 
     .venv/bin/python bench/console_charts.py [--n 1000000] [--days 10] [--letters 1000000]
         [--repeat 15] [--explain] [--postgres postgres://postgres@127.0.0.1:5432/postgres]
@@ -123,34 +124,34 @@ def _load_tasks_sqlite(cursor, n: int, step: float, tasks: str, attempts: str) -
     cursor.execute(f"ANALYZE {attempts}")
 
 
-def explain(kind: str) -> None:
+def explain() -> None:
     from django.db import connection
 
     from reports import charts
 
     start, end = charts.hour_window(hours=24)
     statements = {
-        "finished attempts": charts.finished_attempts_statement(start=start, end=end, kind=kind, sample=charts.PERCENTILE_SAMPLE),
-        "queue waits": charts.queue_wait_statement(start=start, end=end, kind=kind, sample=charts.PERCENTILE_SAMPLE),
+        "finished attempts": charts.finished_attempts_statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE),
+        "queue waits": charts.queue_wait_statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE),
     }
     with connection.cursor() as cursor:
         for name, (sql, params) in statements.items():
             if connection.vendor == "postgresql":
                 cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", params)
-                print(f"plan of {name} ({kind}):\n" + "\n".join(row[0] for row in cursor.fetchall()))
+                print(f"plan of {name}:\n" + "\n".join(row[0] for row in cursor.fetchall()))
             else:
                 cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
-                print(f"plan of {name} ({kind}):\n" + "\n".join(str(row[-1]) for row in cursor.fetchall()))
+                print(f"plan of {name}:\n" + "\n".join(str(row[-1]) for row in cursor.fetchall()))
     from django.test.utils import CaptureQueriesContext
 
     from deadletters.selectors import stats
 
     with CaptureQueriesContext(connection) as queries:
-        stats.deaths_per_hour(hours=24, kind=kind)
+        stats.deaths_per_hour_by_kind(hours=24)
     with connection.cursor() as cursor:
         prefix = "EXPLAIN (ANALYZE, BUFFERS) " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
         cursor.execute(prefix + queries.captured_queries[0]["sql"])
-        print(f"plan of deaths ({kind}):\n" + "\n".join(str(row[0] if connection.vendor == "postgresql" else row[-1])
+        print("plan of deaths:\n" + "\n".join(str(row[0] if connection.vendor == "postgresql" else row[-1])
                                                         for row in cursor.fetchall()))  # fmt: skip
 
 
@@ -170,7 +171,8 @@ def run(args) -> None:
     from django.db import connection
     from django.test import Client
 
-    from console.charts import compute_kind_charts
+    from console.charts import charts_of, day_figures
+    from deadletters.selectors import stats
     from reports import charts
 
     print(f"console charts at scale: {args.n} tasks over {args.days:g} days, {args.letters} dead letters, "
@@ -186,11 +188,14 @@ def run(args) -> None:
     in_window = charts.TaskAttempt.objects.filter(finished_at__gte=start).count()
     print(f"(loaded the rows in {seconds:.1f}s, not counted; {in_window} attempts finished in the charts' 24 hours)", flush=True)
     if args.explain:
-        explain("http_export")
+        explain()
     settings.CONSOLE_DASHBOARD_CACHE_SECONDS = 0
-    timed("charts, every kind", lambda: compute_kind_charts(None), args.repeat)
-    for kind in KINDS:
-        timed(f"charts, {kind}", lambda kind=kind: compute_kind_charts(kind), args.repeat)
+    timed("finished attempts (every scope)", lambda: charts.finished_attempts_by_hour(), args.repeat)
+    timed("queue waits (every scope)", lambda: charts.queue_wait_by_hour(), args.repeat)
+    timed("deaths (every scope)", lambda: stats.deaths_per_hour_by_kind(hours=24), args.repeat)
+    timed("the day's figures (the three)", day_figures, args.repeat)
+    day = day_figures()
+    timed("one kind's charts from them", lambda: [charts_of(day, kind) for kind in KINDS], args.repeat)
     user = get_user_model().objects.create_superuser("bench", "bench@example.invalid", "bench-pass-1")
     client = Client()
     client.force_login(user)

@@ -3,7 +3,7 @@ deaths per hour as bars, the p50 and p95 of attempt run time and of queue wait a
 The geometry is computed here and drawn as inline SVG by the templates (no JS chart library);
 every figure is also in the page as text (aria labels, a table)."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -21,26 +21,40 @@ TICK_EVERY = 6
 
 
 def kind_charts(kind: str | None) -> dict:
-    """The charts of `kind` (None: every kind), shared between pages and polls for
-    CONSOLE_DASHBOARD_CACHE_SECONDS as the dashboard's counts are."""
+    """The charts of `kind` (None: every kind). The figures of every scope come from one pass over
+    the day (reports/charts.py) and are shared between pages, kinds and polls for
+    CONSOLE_DASHBOARD_CACHE_SECONDS, as the dashboard's counts are."""
     ttl = settings.CONSOLE_DASHBOARD_CACHE_SECONDS
-    if not ttl:
-        return compute_kind_charts(kind)
-    return cache.get_or_set(f"console:charts:{kind or ''}", lambda: compute_kind_charts(kind), ttl)
+    day = cache.get_or_set("console:charts", day_figures, ttl) if ttl else day_figures()
+    return charts_of(day, kind)
 
 
-def compute_kind_charts(kind: str | None, *, now: datetime | None = None) -> dict:
+def day_figures(*, now: datetime | None = None) -> dict:
+    """Every kind's and all kinds' figures of the last HOURS hours: three statements in all."""
     now = now or timezone.now()
-    finished = report_charts.finished_attempts_by_hour(hours=HOURS, kind=kind, now=now)
-    waits = report_charts.queue_wait_by_hour(hours=HOURS, kind=kind, now=now)
-    deaths = stats.deaths_per_hour(hours=HOURS, kind=kind, now=now)
-    starts = [timezone.localtime(hour.start) for hour in finished]
+    start, _ = report_charts.hour_window(hours=HOURS, now=now)
+    return {
+        "generated_at": now,
+        "starts": [start + timedelta(hours=i) for i in range(HOURS)],
+        "finished": report_charts.finished_attempts_by_hour(hours=HOURS, now=now),
+        "waits": report_charts.queue_wait_by_hour(hours=HOURS, now=now),
+        "deaths": stats.deaths_per_hour_by_kind(hours=HOURS, now=now),
+    }
+
+
+def charts_of(day: dict, kind: str | None) -> dict:
+    """One scope's charts (geometry, summaries, the hour-by-hour rows) from the day's figures."""
+    starts = [timezone.localtime(start) for start in day["starts"]]
+    empty = [report_charts.HourFigures(start=s, count=0, measured=0, sampled=0, p50=None, p95=None) for s in day["starts"]]
+    finished = day["finished"].get(kind) or empty
+    waits = day["waits"].get(kind) or empty
+    deaths = day["deaths"].get(kind) or [0] * HOURS
     return {
         "kind": kind,
-        "generated_at": now,
+        "generated_at": day["generated_at"],
         "ticks": [start for i, start in enumerate(starts) if i % TICK_EVERY == 0],
         "completions": bar_chart(starts, [hour.completions for hour in finished]),
-        "deaths": bar_chart(starts, [bucket.count for bucket in deaths]),
+        "deaths": bar_chart(starts, deaths),
         "durations": line_chart(starts, finished),
         "waits": line_chart(starts, waits),
         "rows": [
@@ -48,14 +62,14 @@ def compute_kind_charts(kind: str | None, *, now: datetime | None = None) -> dic
                 "start": start,
                 "completions": run.completions,
                 "finished": run.count,
-                "deaths": death.count,
+                "deaths": died,
                 "duration_p50": run.p50,
                 "duration_p95": run.p95,
                 "waits": wait.count,
                 "wait_p50": wait.p50,
                 "wait_p95": wait.p95,
             }
-            for start, run, death, wait in zip(starts, finished, deaths, waits, strict=True)
+            for start, run, died, wait in zip(starts, finished, deaths, waits, strict=True)
         ],
         # SQLite reads a sample of a busy hour (reports/charts.py): the page says so.
         "estimated": any(hour.estimated for hour in [*finished, *waits]),

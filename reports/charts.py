@@ -22,7 +22,7 @@ window, never the history of tasks."""
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt
@@ -67,54 +67,62 @@ def _task_lookup(columns: str, tasks: str) -> str:
     return f"CROSS JOIN LATERAL (SELECT {columns} FROM {tasks} WHERE id = a.task_id{fence}) t"
 
 
-def finished_attempts_statement(*, start, end, kind: str | None, sample: int) -> tuple[str, list]:
-    """Attempts that finished per hour: (hour, count, succeeded, measured, p50, p95) on PostgreSQL;
-    (hour, count, succeeded, measured, one sampled duration) rows elsewhere."""
+def finished_attempts_statement(*, start, end, sample: int) -> tuple[str, list]:
+    """Attempts that finished per hour, for every kind together and for each kind. PostgreSQL:
+    (kind or None, hour, count, succeeded, measured, [p50, p95]) per group; elsewhere (kind, hour,
+    count, succeeded, measured, picked for every kind, picked for its kind, one duration) per sampled row."""
     attempts, tasks = _tables()
-    kind_sql, kind_params = (" AND t.kind = %s", [kind]) if kind else ("", [])
     if connection.vendor == "postgresql":
-        sql = f"""SELECT date_trunc('hour', a.finished_at AT TIME ZONE 'UTC') AS hour, count(*),
+        sql = f"""SELECT CASE WHEN GROUPING(t.kind) = 0 THEN t.kind END,
+            date_trunc('hour', a.finished_at AT TIME ZONE 'UTC') AS hour, count(*),
             count(*) FILTER (WHERE a.outcome = %s), count(a.duration_seconds),
             percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY a.duration_seconds)
-            FROM {attempts} a {_task_lookup("kind", tasks) if kind else ""}
-            WHERE a.finished_at >= %s AND a.finished_at < %s{kind_sql} GROUP BY 1"""
-        return sql, [AttemptOutcome.SUCCEEDED, start, end, *kind_params]
+            FROM {attempts} a {_task_lookup("kind", tasks)}
+            WHERE a.finished_at >= %s AND a.finished_at < %s
+            GROUP BY GROUPING SETS ((hour), (t.kind, hour))"""
+        return sql, [AttemptOutcome.SUCCEEDED, start, end]
     hour = "strftime('%%Y-%%m-%%d %%H:00:00', a.finished_at)"
-    sql = f"""SELECT hour, n, succeeded, measured, value FROM (
-        SELECT {hour} AS hour, a.duration_seconds AS value,
-            count(*) OVER per_hour AS n,
-            sum(a.outcome = %s) OVER per_hour AS succeeded,
-            count(a.duration_seconds) OVER per_hour AS measured,
-            row_number() OVER (PARTITION BY {hour} ORDER BY a.duration_seconds IS NULL, {_HASH}) AS pick
-        FROM {attempts} a {"JOIN " + tasks + " t ON t.id = a.task_id" if kind else ""}
-        WHERE a.finished_at >= %s AND a.finished_at < %s{kind_sql}
-        WINDOW per_hour AS (PARTITION BY {hour})
-    ) WHERE pick <= %s"""
-    return sql, [AttemptOutcome.SUCCEEDED, _db_time(start), _db_time(end), *kind_params, sample]
+    order = f"ORDER BY a.duration_seconds IS NULL, {_HASH}"
+    sql = f"""SELECT kind, hour, n, succeeded, measured, pick_all <= %s, pick_kind <= %s, value FROM (
+        SELECT t.kind AS kind, {hour} AS hour, a.duration_seconds AS value,
+            count(*) OVER per_kind AS n,
+            sum(a.outcome = %s) OVER per_kind AS succeeded,
+            count(a.duration_seconds) OVER per_kind AS measured,
+            row_number() OVER (PARTITION BY {hour} {order}) AS pick_all,
+            row_number() OVER (PARTITION BY t.kind, {hour} {order}) AS pick_kind
+        FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id
+        WHERE a.finished_at >= %s AND a.finished_at < %s
+        WINDOW per_kind AS (PARTITION BY t.kind, {hour})
+    ) WHERE pick_all <= %s OR pick_kind <= %s"""
+    return sql, [sample, sample, AttemptOutcome.SUCCEEDED, _db_time(start), _db_time(end), sample, sample]
 
 
-def queue_wait_statement(*, start, end, kind: str | None, sample: int) -> tuple[str, list]:
-    """First attempts that started per hour and their wait: (hour, count, p50, p95) on PostgreSQL;
-    (hour, count, one sampled wait) rows elsewhere. A wait below 0 (clocks of two hosts) counts as 0."""
+def queue_wait_statement(*, start, end, sample: int) -> tuple[str, list]:
+    """First attempts that started per hour and their wait, for every kind together and for each
+    kind. PostgreSQL: (kind or None, hour, count, [p50, p95]) per group; elsewhere (kind, hour,
+    count, picked for every kind, picked for its kind, one wait) per sampled row. A wait below 0
+    (the clocks of two hosts) counts as 0."""
     attempts, tasks = _tables()
-    kind_sql, kind_params = (" AND t.kind = %s", [kind]) if kind else ("", [])
     if connection.vendor == "postgresql":
-        sql = f"""SELECT date_trunc('hour', a.started_at AT TIME ZONE 'UTC') AS hour, count(*),
+        sql = f"""SELECT CASE WHEN GROUPING(t.kind) = 0 THEN t.kind END,
+            date_trunc('hour', a.started_at AT TIME ZONE 'UTC') AS hour, count(*),
             percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (
                 ORDER BY greatest(EXTRACT(EPOCH FROM a.started_at - t.created_at)::float8, 0))
             FROM {attempts} a {_task_lookup("kind, created_at", tasks)}
-            WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s{kind_sql} GROUP BY 1"""
-        return sql, [start, end, *kind_params]
+            WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s
+            GROUP BY GROUPING SETS ((hour), (t.kind, hour))"""
+        return sql, [start, end]
     hour = "strftime('%%Y-%%m-%%d %%H:00:00', a.started_at)"
-    sql = f"""SELECT hour, n, value FROM (
-        SELECT {hour} AS hour,
+    sql = f"""SELECT kind, hour, n, pick_all <= %s, pick_kind <= %s, value FROM (
+        SELECT t.kind AS kind, {hour} AS hour,
             max({_sqlite_seconds_between("t.created_at", "a.started_at")}, 0) AS value,
-            count(*) OVER (PARTITION BY {hour}) AS n,
-            row_number() OVER (PARTITION BY {hour} ORDER BY {_HASH}) AS pick
+            count(*) OVER (PARTITION BY t.kind, {hour}) AS n,
+            row_number() OVER (PARTITION BY {hour} ORDER BY {_HASH}) AS pick_all,
+            row_number() OVER (PARTITION BY t.kind, {hour} ORDER BY {_HASH}) AS pick_kind
         FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id
-        WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s{kind_sql}
-    ) WHERE pick <= %s"""
-    return sql, [_db_time(start), _db_time(end), *kind_params, sample]
+        WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s
+    ) WHERE pick_all <= %s OR pick_kind <= %s"""
+    return sql, [sample, sample, _db_time(start), _db_time(end), sample, sample]
 
 
 def _sqlite_seconds_between(earlier: str, later: str) -> str:
@@ -129,15 +137,20 @@ def _sqlite_seconds_between(earlier: str, later: str) -> str:
     return f"({days} * 86400.0 + {time_of_day(later)} - {time_of_day(earlier)})"
 
 
-def finished_attempts_by_hour(
-    *, hours: int = 24, kind: str | None = None, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE
-) -> list[HourFigures]:
-    """Every hour of the window, oldest first (empty hours with count 0 and no percentiles)."""
+EVERY_KIND = None  # the key of the figures of every kind together
+
+ByKind = dict[str | None, list[HourFigures]]
+
+
+def finished_attempts_by_hour(*, hours: int = 24, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE) -> ByKind:
+    """{None: every kind together, kind: that kind}, each every hour of the window oldest first
+    (empty hours with count 0 and no percentiles); a kind without attempts in the window is absent."""
     start, end = hour_window(hours=hours, now=now)
-    rows = _fetch(*finished_attempts_statement(start=start, end=end, kind=kind, sample=sample))
+    rows = _fetch(*finished_attempts_statement(start=start, end=end, sample=sample))
+    found: dict[str | None, dict[datetime, HourFigures]] = {EVERY_KIND: {}}
     if connection.vendor == "postgresql":
-        found = {
-            _utc_hour(hour): HourFigures(
+        for kind, hour, n, succeeded, measured, quantiles in rows:
+            found.setdefault(kind, {})[_utc_hour(hour)] = HourFigures(
                 start=_utc_hour(hour),
                 count=n,
                 completions=succeeded,
@@ -146,49 +159,56 @@ def finished_attempts_by_hour(
                 p50=quantiles[0] if quantiles else None,
                 p95=quantiles[1] if quantiles else None,
             )
-            for hour, n, succeeded, measured, quantiles in rows
-        }
     else:
-        found = _from_samples(rows, lambda row: {"count": row[1], "completions": row[2], "measured": row[3]})
-    return _every_hour(found, start, hours)
+        found = _from_samples(rows, counts=lambda row: {"count": row[2], "completions": row[3], "measured": row[4]})
+    return {kind: _every_hour(figures, start, hours) for kind, figures in found.items()}
 
 
-def queue_wait_by_hour(
-    *, hours: int = 24, kind: str | None = None, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE
-) -> list[HourFigures]:
-    """Every hour of the window, oldest first: the first attempts that started in it and their wait."""
+def queue_wait_by_hour(*, hours: int = 24, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE) -> ByKind:
+    """As finished_attempts_by_hour, of the first attempts that started in each hour and their wait."""
     start, end = hour_window(hours=hours, now=now)
-    rows = _fetch(*queue_wait_statement(start=start, end=end, kind=kind, sample=sample))
+    rows = _fetch(*queue_wait_statement(start=start, end=end, sample=sample))
+    found: dict[str | None, dict[datetime, HourFigures]] = {EVERY_KIND: {}}
     if connection.vendor == "postgresql":
-        found = {
-            _utc_hour(hour): HourFigures(
+        for kind, hour, n, quantiles in rows:
+            found.setdefault(kind, {})[_utc_hour(hour)] = HourFigures(
                 start=_utc_hour(hour), count=n, measured=n, sampled=n, p50=quantiles[0], p95=quantiles[1]
             )
-            for hour, n, quantiles in rows
-        }
     else:
-        found = _from_samples(rows, lambda row: {"count": row[1], "measured": row[1]})
-    return _every_hour(found, start, hours)
+        found = _from_samples(rows, counts=lambda row: {"count": row[2], "measured": row[2]})
+    return {kind: _every_hour(figures, start, hours) for kind, figures in found.items()}
 
 
-def _from_samples(rows, counts) -> dict[datetime, HourFigures]:
-    """Group the SQLite statement's sampled rows by hour: counts from any row, percentiles of the values."""
-    by_hour: dict[datetime, tuple[dict, list[float]]] = {}
+def _from_samples(rows, *, counts) -> dict[str | None, dict[datetime, HourFigures]]:
+    """The SQLite statement's rows (one per sampled value, each carrying its kind's counts and
+    whether it is in the sample of every kind and of its kind) grouped into figures: counts per
+    kind, summed for every kind; percentiles of each sample."""
+    per_kind: dict[tuple, tuple[dict, list[float]]] = {}
+    every: dict[datetime, list[float]] = {}
     for row in rows:
-        hour = _utc_hour(row[0])
-        _, values = by_hour.setdefault(hour, (counts(row), []))
-        if row[-1] is not None:
-            values.append(float(row[-1]))
-    return {
-        hour: HourFigures(
-            start=hour,
-            sampled=len(values),
-            p50=percentile_cont(values, 0.5),
-            p95=percentile_cont(values, 0.95),
-            **fields,
-        )
-        for hour, (fields, values) in by_hour.items()
-    }
+        kind, hour, value = row[0], _utc_hour(row[1]), row[-1]
+        in_every, in_kind = row[-3], row[-2]
+        fields, values = per_kind.setdefault((kind, hour), (counts(row), []))
+        if value is not None and in_kind:
+            values.append(float(value))
+        if value is not None and in_every:
+            every.setdefault(hour, []).append(float(value))
+    found: dict[str | None, dict[datetime, HourFigures]] = {EVERY_KIND: {}}
+    totals: dict[datetime, dict] = {}
+    for (kind, hour), (fields, values) in per_kind.items():
+        found.setdefault(kind, {})[hour] = _figures(hour, fields, values)
+        summed = totals.setdefault(hour, dict.fromkeys(fields, 0))
+        for name, value in fields.items():
+            summed[name] += value
+    for hour, fields in totals.items():
+        found[EVERY_KIND][hour] = _figures(hour, fields, every.get(hour, []))
+    return found
+
+
+def _figures(hour: datetime, fields: dict, values: list[float]) -> HourFigures:
+    return HourFigures(
+        start=hour, sampled=len(values), p50=percentile_cont(values, 0.5), p95=percentile_cont(values, 0.95), **fields
+    )
 
 
 def _every_hour(found: dict[datetime, HourFigures], start: datetime, hours: int) -> list[HourFigures]:
@@ -207,7 +227,15 @@ def _db_time(value: datetime):
     return connection.ops.adapt_datetimefield_value(value)
 
 
+# PostgreSQL, for these statements only: JIT compilation costs more (~0.5 s) than a day of attempts
+# takes to read; parallel workers only fight the web process for a core; a day's values sort in memory.
+_PG_SETTINGS = ("SET LOCAL jit = off", "SET LOCAL max_parallel_workers_per_gather = 0", "SET LOCAL work_mem = '32MB'")
+
+
 def _fetch(sql: str, params: list) -> list[tuple]:
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            for setting in _PG_SETTINGS:
+                cursor.execute(setting)
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -97,8 +97,9 @@ def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
     add_task(kind="probe", created=window["start"] - timedelta(hours=3),
              attempts=[{"number": 1, "started": window["start"] - timedelta(hours=2), "run": 7.0}])  # fmt: skip
 
-    finished = charts.finished_attempts_by_hour(kind="probe", now=window["now"])
-    waited = charts.queue_wait_by_hour(kind="probe", now=window["now"])
+    every_finished = charts.finished_attempts_by_hour(now=window["now"])
+    every_waited = charts.queue_wait_by_hour(now=window["now"])
+    finished, waited = every_finished["probe"], every_waited["probe"]
 
     assert len(finished) == len(waited) == 24
     assert [h.start for h in finished] == [window["start"] + timedelta(hours=i) for i in range(24)]
@@ -117,16 +118,21 @@ def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
     assert finished[18].count == 1 and waited[18].count == 1 and waited[18].p50 == pytest.approx(0, abs=1e-3)
     assert sum(h.count for h in finished) == 12 and sum(h.count for h in waited) == 12
 
-    every_kind = charts.finished_attempts_by_hour(now=window["now"])
-    assert every_kind[20].count == 12
+    every_kind = every_finished[charts.EVERY_KIND]
+    assert every_kind[20].count == 12 and every_kind[20].completions == 10
     assert every_kind[20].p95 == pytest.approx(exact([*probe_runs, 600.0], 0.95))
-    assert charts.queue_wait_by_hour(now=window["now"])[20].count == 12
+    assert every_kind[18].count == 1 and sum(h.count for h in every_kind) == 13
+    assert every_finished["sales_summary"][20].p50 == 600.0 and every_finished["sales_summary"][20].count == 1
+    assert every_waited[charts.EVERY_KIND][20].count == 12
+    assert every_waited[charts.EVERY_KIND][20].p95 == pytest.approx(exact([*probe_waits, 90.0], 0.95), abs=1e-3)
+    assert set(every_finished) == set(every_waited) == {None, "probe", "sales_summary"}
 
 
 def test_empty_hours_have_no_percentiles(window):
     finished = charts.finished_attempts_by_hour(now=window["now"])
-    assert all(h.count == 0 and h.p50 is None and h.p95 is None for h in finished)
-    assert all(h.count == 0 and h.p50 is None for h in charts.queue_wait_by_hour(now=window["now"]))
+    assert list(finished) == [charts.EVERY_KIND]
+    assert all(h.count == 0 and h.p50 is None and h.p95 is None for h in finished[None])
+    assert all(h.count == 0 and h.p50 is None for h in charts.queue_wait_by_hour(now=window["now"])[None])
 
 
 def test_a_negative_wait_counts_as_zero(window):
@@ -137,7 +143,7 @@ def test_a_negative_wait_counts_as_zero(window):
         attempts=[{"number": 1, "started": started, "run": 1.0}],
     )
 
-    assert charts.queue_wait_by_hour(now=window["now"])[17].p95 == pytest.approx(0, abs=1e-3)
+    assert charts.queue_wait_by_hour(now=window["now"])["probe"][17].p95 == pytest.approx(0, abs=1e-3)
 
 
 def test_a_busy_hour_read_from_a_sample_stays_within_the_documented_margin(window):
@@ -158,10 +164,13 @@ def test_a_busy_hour_read_from_a_sample_stays_within_the_documented_margin(windo
         for i, (task_id, run) in enumerate(zip(ids, runs, strict=True))
     )  # fmt: skip
 
-    hour = charts.finished_attempts_by_hour(now=window["now"], sample=sample)[20]
+    by_kind = charts.finished_attempts_by_hour(now=window["now"], sample=sample)
 
-    assert hour.count == hour.completions == hour.measured == n
-    for fraction, figure in ((0.5, hour.p50), (0.95, hour.p95)):
+    assert by_kind[None][20].count == by_kind["probe"][20].count == n
+    hours = [(kind, by_kind[kind][20], fraction) for kind in (None, "probe") for fraction in (0.5, 0.95)]
+    for kind, hour, fraction in hours:
+        figure = hour.p50 if fraction == 0.5 else hour.p95
+        assert hour.count == hour.completions == hour.measured == n, kind
         if connection.vendor == "postgresql":
             assert not hour.estimated
             assert figure == pytest.approx(exact(runs, fraction))
@@ -190,11 +199,10 @@ def explain(sql: str, params: list) -> str:
         return "\n".join(str(row[-1]) for row in cursor.fetchall())
 
 
-@pytest.mark.parametrize("kind", [None, "probe"], ids=["every kind", "one kind"])
 @pytest.mark.parametrize(
     "statement", [charts.finished_attempts_statement, charts.queue_wait_statement], ids=["finished", "waits"]
 )
-def test_the_chart_statements_read_the_day_by_index_and_tasks_by_primary_key(statement, kind):
+def test_the_chart_statements_read_the_day_by_index_and_tasks_by_primary_key(statement):
     """10 days of tasks, 300 a day: the day's attempts are a range of an index on their time (the
     queue-wait one partial, of first attempts), their tasks lookups by primary key, never a scan of
     every task or of every task of a kind."""
@@ -215,7 +223,7 @@ def test_the_chart_statements_read_the_day_by_index_and_tasks_by_primary_key(sta
         cursor.execute(f"ANALYZE {TaskAttempt._meta.db_table}")
     start, end = charts.hour_window(hours=24, now=now)
 
-    shown = explain(*statement(start=start, end=end, kind=kind, sample=charts.PERCENTILE_SAMPLE))
+    shown = explain(*statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE))
 
     index = "attempt_finished_at" if statement is charts.finished_attempts_statement else "attempt_first_started"
     if connection.vendor == "postgresql":
