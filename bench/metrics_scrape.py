@@ -8,6 +8,7 @@ of the collector. Target: p95 < 100 ms.
 
     .venv/bin/python bench/metrics_scrape.py [--n 1000000] [--done 100000] [--repeat 30]
         [--postgres postgres://postgres@127.0.0.1:5432/postgres]  (--postgres '' runs on SQLite)
+        [--explain]  (the plans of the window queries, PostgreSQL)
 """
 
 import statistics
@@ -44,7 +45,11 @@ def load_done_tasks(count: int) -> float:
     start = time.perf_counter()
     tasks, attempts = ReportTask._meta.db_table, TaskAttempt._meta.db_table
     if connection.vendor != "postgresql":
-        raise SystemExit("--done needs PostgreSQL (generate_series); pass --done 0 on SQLite")
+        # The charts bench's loader: the same shape (one attempt each over the last day; every 20th
+        # task retried once), inserted in batches.
+        from bench.console_charts import load_tasks
+
+        return load_tasks(count, 1.0)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {tasks} (public_id, kind, params, priority, status, attempt, max_attempts,
@@ -88,6 +93,13 @@ def explain() -> None:
         ("live tasks", metrics.ReportTask.objects.filter(status__in=metrics.LIVE_STATUSES)),
     ):
         print(f"plan of {name}:\n{queryset.explain(analyze=True)}")
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        sql, params = metrics.queue_wait_statement(600)
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN ANALYZE {sql}", params)
+            print("plan of queue waits:\n" + "\n".join(row[0] for row in cursor.fetchall()))
 
 
 def run(args) -> None:

@@ -49,6 +49,7 @@ COMMON = {
     "resume": pgettext_lazy("action", "resume"),
     "cancel": pgettext_lazy("action", "cancel"),
     "purge": pgettext_lazy("action", "purge"),
+    "restore_purge": pgettext_lazy("action", "restore purge"),
     "pause_kind": pgettext_lazy("action", "pause kind"),
     "resume_kind": pgettext_lazy("action", "resume kind"),
     "bulk_replay": pgettext_lazy("action", "bulk replay"),

@@ -8,6 +8,7 @@ from console.views import (
     audit,
     batches,
     bulk,
+    charts,
     dashboard,
     dead_letters,
     kinds,
@@ -20,6 +21,7 @@ app_name = "console"
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    path("charts/", charts.charts, name="charts"),
     # The header's language switch: open to anyone (the login page has it too), POST only.
     path("language/", language.set_language, name="set-language"),
     # Dead letters and the actions on one letter.
@@ -63,6 +65,7 @@ urlpatterns = [
     path("batches/<uuid:public_id>/", batches.batch_detail, name="batch-detail"),
     path("batches/<uuid:public_id>/progress/", batches.batch_progress_partial, name="batch-progress"),
     path("kinds/", kinds.kind_list, name="kind-list"),
+    path("kinds/<str:kind>/", kinds.kind_detail, name="kind-detail"),
     path("alerts/snoozes/", alerts.snooze_list, name="alert-snoozes"),
     path("alerts/snooze/", alerts.snooze_create, name="alert-snooze"),
     path("alerts/snoozes/<int:snooze_id>/lift/", alerts.snooze_lift, name="alert-snooze-lift"),

@@ -207,8 +207,12 @@ class TaskAttempt(models.Model):
 
     class Meta:
         ordering = ["task_id", "number"]
-        # The metrics' recent window (reports/metrics.py): attempts that finished in the last minutes.
-        indexes = [models.Index(fields=["finished_at"], name="attempt_finished_at")]
+        indexes = [
+            # The metrics' recent window (reports/metrics.py): attempts that finished in the last minutes.
+            models.Index(fields=["finished_at"], name="attempt_finished_at"),
+            # The console's queue-wait chart (reports/charts.py): first attempts that started in the last day.
+            models.Index(fields=["started_at"], name="attempt_first_started", condition=models.Q(number=1)),
+        ]
         constraints = [models.UniqueConstraint(fields=["task", "number"], name="attempt_unique_number")]
 
     def __str__(self) -> str:

@@ -5,6 +5,7 @@ from datetime import timedelta
 from django import template
 from django.conf import settings
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.timesince import timesince
 from django.utils.translation import gettext, pgettext
 
@@ -70,3 +71,23 @@ def task_attempt(task) -> str:
     if task.attempt == 0:
         return gettext("no attempt yet")
     return attempt_words(task.attempt, task.run_attempt, task.run_budget)
+
+
+@register.filter
+def seconds(value) -> str:
+    """A run time or a wait in the unit that reads best: "850 ms", "4.20 s", "3.5 min", "1.2 h"."""
+    if value is None:
+        return "—"
+    value = float(value)
+    if value < 1:
+        return gettext("%(n)s ms") % {"n": _decimal(value * 1000, 0)}
+    if value < 60:
+        return gettext("%(n)s s") % {"n": _decimal(value, 2 if value < 10 else 1)}
+    if value < 3600:
+        return gettext("%(n)s min") % {"n": _decimal(value / 60, 1)}
+    return gettext("%(n)s h") % {"n": _decimal(value / 3600, 1)}
+
+
+def _decimal(value: float, places: int) -> str:
+    # number_format cuts a float's digits off; rounded first, 6.3999 reads 6.40, not 6.39.
+    return number_format(round(value, places), places)

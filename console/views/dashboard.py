@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.access import VIEW_PERMISSION, console_view
+from console.views.charts import chart_kind, dashboard_charts_context
 from console.views.common import wants_partial
 from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
@@ -107,4 +108,4 @@ def dashboard(request):
     context = _dashboard_context()
     if wants_partial(request):
         return render(request, "console/_dashboard_stats.html", context)
-    return render(request, "console/dashboard.html", context)
+    return render(request, "console/dashboard.html", {**context, **dashboard_charts_context(chart_kind(request))})

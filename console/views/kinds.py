@@ -6,12 +6,14 @@ from django.contrib import messages
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_view
-from console.views.common import actor
+from console.views.charts import charts_context
+from console.views.common import actor, wants_partial
 from deadletters.audit import REASON_MAX, client_ip
 from deadletters.services.kind_pauses import pause_kind, resume_kind
 from reports.errors import InvalidParams
@@ -48,6 +50,34 @@ def kind_list(request, *, error: str = "", status: int = 200):
         {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX, "error": error},
         status=status,
     )
+
+
+@console_view(BATCH_VIEW_PERMISSION)
+def kind_detail(request, kind):
+    """One kind: its settings, what waits and runs now, and its last 24 hours as charts."""
+    report_kind = KINDS.get(kind)
+    if report_kind is None:
+        raise Http404("no such report kind")
+    context = charts_context(kind, poll_url=reverse("console:kind-detail", args=[kind]), selector=False)
+    if wants_partial(request):
+        return render(request, "console/_kind_charts.html", context)
+    live = dict(
+        ReportTask.objects.filter(kind=kind, status__in=(TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING))
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    context["kind"] = {
+        "name": kind,
+        "title": _(report_kind.title),
+        "priority": settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority),
+        "cap": concurrency.limit_for(kind),
+        "waiting": live.get(TaskStatus.PENDING, 0) + live.get(TaskStatus.RETRYING, 0),
+        "running": live.get(TaskStatus.RUNNING, 0),
+        "paused": paused_kinds().get(kind),
+    }
+    return render(request, "console/kind_detail.html", context)
 
 
 @require_POST

@@ -40,27 +40,58 @@ def deaths_per_hour(*, hours: int, now: datetime | None = None) -> list[Bucket]:
 
     GROUP BY TruncHour in the database; only one row per non-empty hour comes back.
     """
-    now = now or timezone.now()
-    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    start = end - timedelta(hours=hours)
+    start, end = _hour_window(hours, now)
     rows = (
-        DeadLetter.objects.filter(created_at__gte=start, created_at__lt=end)
+        _created_between(start, end)
         .annotate(hour=TruncHour("created_at", tzinfo=UTC))
         .order_by()
         .values("hour")
         .annotate(n=Count("id"))
     )
-    by_hour = {}
-    for row in rows:
-        hour = row["hour"]
-        if timezone.is_naive(hour):
-            hour = timezone.make_aware(hour, UTC)
-        by_hour[hour.astimezone(UTC)] = row["n"]
-    start_utc = start.astimezone(UTC)
-    return [
-        Bucket(start=start_utc + timedelta(hours=i), count=by_hour.get(start_utc + timedelta(hours=i), 0))
-        for i in range(hours)
-    ]
+    by_hour = {_utc(row["hour"]): row["n"] for row in rows}
+    return [Bucket(start=moment, count=by_hour.get(moment, 0)) for moment in _hours(start, hours)]
+
+
+def deaths_per_hour_by_kind(*, hours: int, now: datetime | None = None) -> dict[str | None, list[int]]:
+    """Dead letters created per hour over the last `hours` hours, oldest first: {None: every kind,
+    kind: that kind} (kinds without a death in the window are absent). One GROUP BY (kind, hour)."""
+    start, end = _hour_window(hours, now)
+    rows = (
+        _created_between(start, end)
+        .annotate(hour=TruncHour("created_at", tzinfo=UTC))
+        .order_by()
+        .values_list("kind", "hour")
+        .annotate(n=Count("id"))
+    )
+    moments = {moment: i for i, moment in enumerate(_hours(start, hours))}
+    counts: dict[str | None, list[int]] = {None: [0] * hours}
+    for kind, hour, n in rows:
+        i = moments[_utc(hour)]
+        counts.setdefault(kind, [0] * hours)[i] += n
+        counts[None][i] += n
+    return counts
+
+
+def _created_between(start: datetime, end: datetime):
+    # Every status named: the (status, created_at) index is then four range scans of the window,
+    # not a walk through the whole index filtering on its second column.
+    return DeadLetter.objects.filter(created_at__gte=start, created_at__lt=end, status__in=DeadLetterStatus.values)
+
+
+def _hour_window(hours: int, now: datetime | None) -> tuple[datetime, datetime]:
+    now = now or timezone.now()
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return (end - timedelta(hours=hours)).astimezone(UTC), end.astimezone(UTC)
+
+
+def _hours(start: datetime, hours: int) -> list[datetime]:
+    return [start + timedelta(hours=i) for i in range(hours)]
+
+
+def _utc(hour: datetime) -> datetime:
+    if timezone.is_naive(hour):
+        hour = timezone.make_aware(hour, UTC)
+    return hour.astimezone(UTC)
 
 
 def top_fingerprints(*, limit: int = 8) -> list[FingerprintGroup]:

@@ -7,8 +7,8 @@ with FOR UPDATE SKIP LOCKED; elsewhere a SELECT, then a DELETE by id, the lines 
 remove what references them (alert outbox rows go, audit entries keep their text with the letter
 link cleared), store them as the run's next part (`<run>/part-NNNNNN.jsonl.gz`, one gzip member:
 an object store cannot append, so a part is written whole under its final name; on the local
-disk it is fsynced) and record the new committed part count in the run's ledger (its purge audit
-entry) before the commit. So:
+disk it is fsynced) and record the new committed part count and the part's sha256 in the run's
+ledger (its purge audit entry) before the commit. So:
 
 - nothing is destroyed without a stored copy (the part is stored before the commit);
 - a run killed at any instruction leaves, at most, one part past the ledger's committed count
@@ -18,10 +18,13 @@ entry) before the commit. So:
 - the ledger row is committed before its run stores a part, so every part has a ledger, and only
   runs named by this database's ledger are ever cut.
 
-The parts of a run, concatenated in order, are one valid gzip file (`read_purge_file` reads them).
+The parts of a run, concatenated in order, are one valid gzip file (`read_purge_file` reads them);
+`manage.py restore_purge` loads them back, each checked against its sha256 first
+(deadletters/services/restore.py).
 """
 
 import gzip
+import hashlib
 import json
 import logging
 import os
@@ -260,7 +263,7 @@ def _open_ledger(run: str, cutoff: datetime) -> AuditEntry:
         actor=ACTOR,
         source="cron",
         item_count=0,
-        details={"cutoff": cutoff.isoformat(), "file": run, "parts": 0, "complete": False},
+        details={"cutoff": cutoff.isoformat(), "file": run, "parts": 0, "sha256": [], "complete": False},
     )
 
 
@@ -302,9 +305,10 @@ def purge_archived_dead_letters(
     while True:
         part = part_name(result.file, details["parts"] + 1)
         with transaction.atomic():
-            deleted, after = _purge_batch(part, cutoff=cutoff, after=after, batch_size=batch_size)
+            deleted, after, digest = _purge_batch(part, cutoff=cutoff, after=after, batch_size=batch_size)
             if deleted:
                 details["parts"] += 1
+                details["sha256"].append(digest)  # the ledger's copy: a restore checks each part against it
                 AuditEntry.objects.filter(pk=ledger.pk).update(item_count=F("item_count") + deleted, details=details)
         if not deleted:
             break
@@ -323,15 +327,16 @@ def purge_archived_dead_letters(
 
 def _purge_batch(
     part: str, *, cutoff: datetime, after: tuple | None, batch_size: int
-) -> tuple[int, tuple | None]:
+) -> tuple[int, tuple | None, str | None]:
     """Inside a transaction: lock and read the next batch, release what references it, delete it,
-    store it as the part named `part` (one gzip member). Returns (rows, keyset of the last row)."""
+    store it as the part named `part` (one gzip member). Returns (rows, keyset of the last row, the
+    stored part's sha256)."""
     sql, params = purge_batch_statement(cutoff=cutoff, after=after, batch_size=batch_size)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not rows:
-        return 0, after
+        return 0, after, None
     postgres = connection.vendor == "postgresql"
     rows.sort(key=lambda row: row[:2])  # RETURNING keeps no order
     ids = [row[1] for row in rows]
@@ -349,8 +354,9 @@ def _purge_batch(
             if cursor.rowcount != len(ids):
                 raise RuntimeError(f"purge batch deleted {cursor.rowcount} rows, expected {len(ids)}")
     text = "\n".join(row[2] if postgres else _python_line(row[2:]) for row in rows) + "\n"
-    _store_part(part, gzip_member(text.encode()))
-    return len(rows), keyset_of(rows[-1][:2])
+    data = gzip_member(text.encode())
+    _store_part(part, data)
+    return len(rows), keyset_of(rows[-1][:2]), hashlib.sha256(data).hexdigest()
 
 
 def gzip_member(data: bytes) -> bytes:

@@ -33,6 +33,7 @@
   // at 3 a.m. should not jump).
   document.addEventListener("htmx:beforeRequest", function (event) {
     var pause = document.getElementById("pause-refresh");
-    if (event.target.id === "dashboard-stats" && pause && pause.checked) { event.preventDefault(); }
+    var polled = event.target.id === "dashboard-stats" || event.target.id === "kind-charts";
+    if (polled && pause && pause.checked) { event.preventDefault(); }
   });
 })();
