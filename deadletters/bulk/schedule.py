@@ -15,8 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from deadletters.audit import record_audit
-from deadletters.bulk.control import enqueue_after_commit
-from deadletters.models import BulkAction, BulkActionStatus
+from deadletters.bulk.control import enqueue_after_commit, start_bulk_action
+from deadletters.bulk.selection import SCOPE_SELECTED, build_selection
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, DeadLetter
+from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
+from reports.models import TaskStatus
+from reports.services import TaskNotReplayable
 
 logger = logging.getLogger("deadletters.bulk")
 
@@ -49,3 +53,29 @@ def promote_due_bulk_actions(*, now: datetime | None = None, limit: int = 100) -
         started.append(pk)
         logger.info("scheduled bulk %s started, %.3f s after its time", public_id, late)
     return started
+
+
+def schedule_letter_replay(
+    *, dead_letter_id: int, start_at: datetime, actor: str, ip_address: str | None, reason: str = "",
+    source: str = "console",
+) -> tuple[BulkAction, DeadLetter]:
+    """One dead letter's replay at `start_at`: a scheduled bulk replay of that letter alone, so it
+    is started, cancelled, audited and shown as every scheduled run is. Refused now (not at the
+    time) when the letter cannot be replayed now; a letter replayed meanwhile is skipped then."""
+    letter = DeadLetter.objects.select_related("task").filter(pk=dead_letter_id).first()
+    if letter is None:
+        raise DeadLetterNotFound(dead_letter_id)
+    if letter.status not in REPLAYABLE_STATUSES or letter.task.status != TaskStatus.DEAD:
+        raise TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
+    selection = build_selection(action=BulkActionKind.REPLAY, scope=SCOPE_SELECTED, ids=[letter.pk])
+    bulk, _ = start_bulk_action(
+        selection=selection, actor=actor, ip_address=ip_address, reason=reason, start_at=start_at, source=source
+    )
+    return bulk, letter
+
+
+def scheduled_replays_of(letter: DeadLetter):
+    """The scheduled single-letter replays of this letter, soonest first (its detail page shows them)."""
+    return BulkAction.objects.filter(
+        status=BulkActionStatus.SCHEDULED, action=BulkActionKind.REPLAY, selected_ids=[letter.pk]
+    ).order_by("start_at", "pk")
