@@ -96,6 +96,8 @@ def _plan(data: dict, action: str) -> dict:
         value = data.get(name)
         if name in data and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ApiError(422, "must be a number", name)
+    if "start_at" in data and not (isinstance(data["start_at"], str) and data["start_at"].strip()):
+        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
     if "canary_success" in data and "canary" not in data:
         raise ApiError(422, "goes with canary (the share of the canary's replays that must succeed)", "canary_success")
     return {

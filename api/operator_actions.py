@@ -82,7 +82,7 @@ def dead_letter_replay(request, letter_id: str):
     letter_id = _letter_id(letter_id)
     reason, data = _reason(request, allowed={"reason", "params", "start_at"})
     params = data.get("params")
-    if data.get("start_at") is not None:
+    if "start_at" in data:
         return _scheduled_replay(request, letter_id, reason, data)
     if params is not None:
         if not isinstance(params, dict):
@@ -105,8 +105,10 @@ def dead_letter_replay(request, letter_id: str):
 
 def _scheduled_replay(request, letter_id: int, reason: str, data: dict):
     """A replay at `start_at`: a bulk run of this one letter, scheduled (202, Location: its status)."""
-    if data.get("params") is not None:
+    if "params" in data:
         raise ApiError(422, "a scheduled replay runs the letter's own params; leave params out", "params")
+    if not (isinstance(data["start_at"], str) and data["start_at"].strip()):
+        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
     try:
         bulk, letter = schedule_letter_replay(
             dead_letter_id=letter_id, start_at=parse_start_at(data["start_at"]), reason=reason, **_who(request)
