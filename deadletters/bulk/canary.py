@@ -115,6 +115,7 @@ def decide_canary(bulk: BulkAction, *, now: datetime | None = None) -> str | Non
     result = {
         "verdict": str(verdict),
         **asdict(counts),
+        "other": counts.other,
         "needed": needed,
         "timed_out": verdict == CanaryPhase.FAILED and counts.done + counts.unfinished >= needed,
         "decided_at": now.isoformat(),
@@ -169,7 +170,7 @@ def canary_reason(bulk: BulkAction, result: dict) -> str:
         + (f" ({causes})" if causes else "")
         + f", {result['done']} done"
     )
-    if result["other"]:
+    if result.get("other"):
         text += f", {result['other']} cancelled"
     if result["unfinished"]:
         text += f", {result['unfinished']} unfinished" + (" at the deadline" if result["timed_out"] else "")
