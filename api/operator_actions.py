@@ -9,9 +9,9 @@ from django.http import JsonResponse
 from django.urls import reverse
 
 from api.auth import api_endpoint
+from api.bulk import bulk_status_body
 from api.errors import ApiError
 from api.request_body import read_json_object
-from api.bulk import bulk_status_body
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.plans import parse_start_at
 from deadletters.bulk.schedule import schedule_letter_replay

@@ -1,8 +1,6 @@
 """`manage.py run_scheduled_replays --loop` (the replay planner) as real child processes, for the
-tests of scheduled runs and canary verdicts. Import the fixture into a test module:
-
-    from tests.planner import start_planner  # noqa: F401 (a fixture)
-"""
+tests of scheduled runs and canary verdicts. The conftest.py of the test packages that use it
+import the fixture (`start_planner`)."""
 
 import os
 import signal

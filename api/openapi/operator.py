@@ -1,6 +1,7 @@
 """The operator actions of the OpenAPI document: one dead letter's archive, discard, restore and
 replay (optionally with edited params), and pausing or resuming a report kind."""
 
+from api.openapi.bulk import start_at_schema
 from api.openapi.common import (
     FORBIDDEN,
     MALFORMED,
@@ -12,7 +13,6 @@ from api.openapi.common import (
     error,
     needs_scope,
 )
-from api.openapi.bulk import start_at_schema
 from api.openapi.kinds import _params_ref
 from reports.kinds import KINDS
 

@@ -22,6 +22,7 @@ from console.refusals import bulk_conflict
 from console.views.bulk_plans import field_message, plan_from_form, zone_context
 from console.views.common import actor, batch_label, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
     FINISHED_STATUSES,
     BulkStateConflict,
@@ -40,7 +41,6 @@ from deadletters.bulk.selection import (
     build_selection,
     preview_bulk_action,
 )
-from deadletters.bulk.canary import canary_view
 from deadletters.bulk.watch import died_again_causes, replay_outcome
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus
 

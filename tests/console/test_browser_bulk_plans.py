@@ -14,8 +14,7 @@ from playwright.sync_api import expect
 from deadletters.models import BulkAction, BulkActionStatus, DeadLetter, DeadLetterStatus
 from tests.conftest import browser_login
 from tests.deadletters.bulk.test_actions import letters
-from tests.planner import start_planner  # noqa: F401 (a fixture)
-from tests.system.test_browser_phone import CUT_OFF, HEIGHT, WIDTH, phone  # noqa: F401 (a fixture)
+from tests.system.test_browser_phone import CUT_OFF, HEIGHT, WIDTH
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -74,12 +73,23 @@ def test_a_canary_with_the_upstream_fixed_carries_on_by_itself_to_the_end(
     assert (bulk.processed, bulk.succeeded, bulk.canary_phase) == (12, 12, "passed")
 
 
+@pytest.fixture
+def phone_page(_playwright_browser, live_server):
+    context = _playwright_browser.new_context(
+        base_url=live_server.url, viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=2,
+        is_mobile=True, has_touch=True,
+    )
+    context.set_default_timeout(15_000)
+    yield context.new_page()
+    context.close()
+
+
 def test_on_a_phone_the_form_schedules_a_canary_replay_and_the_scheduled_list_cancels_it(
-    phone, operator, settings  # noqa: F811 (phone is a fixture)
+    phone_page, operator, settings
 ):
     settings.TIME_ZONE = "Asia/Shanghai"
     letters(6)
-    page = phone("light")
+    page = phone_page
     browser_login(page, next_path="/console/dead-letters/")
     page.get_by_label("everything matching this filter").check()
     page.get_by_role("button", name="Replay…").click()

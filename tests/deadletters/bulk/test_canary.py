@@ -15,12 +15,18 @@ from deadletters.bulk.control import (
     resume_bulk_action,
 )
 from deadletters.bulk.selection import BulkRequestConflict, InvalidBulkRequest
-from deadletters.models import AuditEntry, BulkAction, BulkActionStatus, CanaryPhase, DeadLetter, DeadLetterStatus
+from deadletters.models import (
+    AuditEntry,
+    BulkAction,
+    BulkActionStatus,
+    CanaryPhase,
+    DeadLetter,
+    DeadLetterStatus,
+)
 from reports.models import ReportTask, TaskStatus
 from tests.conftest import wait_until
 from tests.deadletters.bulk.test_actions import bulk_job_ids, letters, run, start
 from tests.factories import make_dead_letter
-from tests.planner import start_planner  # noqa: F401 (a fixture)
 
 
 def canary_tasks(bulk) -> list[ReportTask]:

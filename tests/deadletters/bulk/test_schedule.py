@@ -4,7 +4,7 @@ planner process runs or was killed; a cancelled one never runs. Times are measur
 database's own timestamps (start_at, started_at), never from sleeps."""
 
 import re
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -20,7 +20,6 @@ from reports.models import TaskStatus
 from reports.services import TaskNotReplayable
 from tests.conftest import wait_until
 from tests.deadletters.bulk.test_actions import bulk_job_ids, letters, run, start
-from tests.planner import start_planner  # noqa: F401 (a fixture)
 
 # The brief's promise is "within 1 s"; the planner polls every 0.5 s. The bound leaves room for a
 # loaded 2-core machine and still fails a planner that misses a pass.
@@ -39,14 +38,14 @@ def lateness(bulk: BulkAction) -> float:
 
 
 def test_start_times_need_an_offset_a_future_and_at_most_the_horizon(settings):
-    now = datetime(2026, 11, 24, 18, 0, tzinfo=dt_timezone.utc)
+    now = datetime(2026, 11, 24, 18, 0, tzinfo=UTC)
     settings.BULK_SCHEDULE_MAX_DAYS = 30
 
     # The shell's example, without seconds: 02:00 in UTC+8 is 18:00 UTC, which is now: refused.
     with pytest.raises(BulkRequestConflict):
         parse_start_at("2026-11-25T02:00+08:00", now=now)
-    assert parse_start_at("2026-11-25T03:00+08:00", now=now).astimezone(dt_timezone.utc) == datetime(
-        2026, 11, 24, 19, 0, tzinfo=dt_timezone.utc
+    assert parse_start_at("2026-11-25T03:00+08:00", now=now).astimezone(UTC) == datetime(
+        2026, 11, 24, 19, 0, tzinfo=UTC
     )
     assert parse_start_at("2026-11-24T18:00:01Z", now=now) == now + timedelta(seconds=1)
     assert parse_start_at("", now=now) is None and parse_start_at(None, now=now) is None
