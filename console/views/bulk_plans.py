@@ -25,7 +25,8 @@ from deadletters.bulk.plans import check_start_at, validate_canary, validate_can
 from deadletters.bulk.schedule import schedule_letter_replay
 from deadletters.bulk.selection import InvalidBulkRequest
 from deadletters.models import DeadLetter
-from deadletters.services.letters import DeadLetterNotFound
+from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
+from reports.models import TaskStatus
 from reports.services import TaskNotReplayable
 
 LOCAL_INPUT_FORMAT = "%Y-%m-%dT%H:%M"
@@ -89,6 +90,9 @@ def replay_later(request, letter_id: int):
     """GET: when to replay this letter. POST: schedule it (a bulk replay of this one letter that
     starts at that time, cancellable until then), then back to the letter."""
     letter = get_object_or_404(DeadLetter.objects.select_related("task"), pk=letter_id)
+    if letter.status not in REPLAYABLE_STATUSES or letter.task.status != TaskStatus.DEAD:
+        exc = TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
+        return render_conflict(request, title=_("Not scheduled"), message=replay_refusal(exc), letter=letter)
     form = ReasonForm(request.POST if request.method == "POST" else None)
     errors = {}
     if form.is_bound and form.is_valid():

@@ -191,3 +191,14 @@ def test_the_scheduled_list_shows_the_waiting_runs_soonest_first_with_cancel(ope
     response = operator_client.post(reverse("console:bulk-cancel", args=[sooner.public_id]), {"back": "scheduled"})
     assert response["Location"] == f"{url}?state=scheduled"
     assert [b.pk for b in operator_client.get(url, {"state": "scheduled"}).context["page"].object_list] == [later.pk]
+
+
+def test_replay_later_of_a_letter_already_replayed_says_so(operator_client):
+    letter = make_dead_letter()
+    operator_client.post(reverse("console:deadletter-replay", args=[letter.pk]), {"reason": "now"})
+
+    response = operator_client.get(reverse("console:deadletter-replay-later", args=[letter.pk]))
+
+    assert response.status_code == 409
+    assert "Already replayed by alice" in response.content.decode()
+    assert not BulkAction.objects.exists()
