@@ -12,6 +12,7 @@ from api.auth import api_endpoint
 from api.errors import ApiError
 from api.request_body import iso, read_json_object
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
     BulkStateConflict,
     cancel_bulk_action,
@@ -20,7 +21,14 @@ from deadletters.bulk.control import (
     resume_bulk_action,
     start_bulk_action,
 )
-from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_selection, preview_bulk_action
+from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
+from deadletters.bulk.selection import (
+    SCOPE_FILTER,
+    BulkRequestConflict,
+    InvalidBulkRequest,
+    build_selection,
+    preview_bulk_action,
+)
 from deadletters.bulk.watch import replay_outcome, replay_outcome_by_cause
 from deadletters.filters import FILTER_PARAMS
 from deadletters.models import BulkAction, BulkActionKind
@@ -28,7 +36,9 @@ from reports.kinds import KINDS
 from reports.models import ApiScope
 
 BULK_PERMISSION = "deadletters.replay_deadletter"
-START_FIELDS = {"action", "filter", "rate_per_second", "reason", "dry_run"}
+START_FIELDS = {
+    "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at"
+}
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
 
 
@@ -46,10 +56,13 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         "paused_reason": bulk.paused_reason or None,
         "error": bulk.error or None,
         "created_at": iso(bulk.created_at),
+        "start_at": iso(bulk.start_at),
+        "started_at": iso(bulk.started_at),
         "finished_at": iso(bulk.finished_at),
         "outcome": None,
         "outcome_by_cause": None,
         "outcome_by_cause_limited": False,
+        "canary": canary_body(bulk),
     }
     if bulk.action == BulkActionKind.REPLAY:
         outcome = replay_outcome(bulk)
@@ -71,6 +84,41 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         ]
         body["outcome_by_cause_limited"] = limited
     return body
+
+
+def canary_body(bulk: BulkAction) -> dict | None:
+    view = canary_view(bulk)
+    if view is None:
+        return None
+    return {
+        **{name: view[name] for name in ("size", "success_share", "needed", "replayed", "done", "died_again")},
+        "unfinished": view["unfinished"],
+        "phase": view["phase"],
+        "deadline": iso(view["deadline"]),
+        "causes": [
+            {"fingerprint": c["fingerprint"], "error_type": c["error_type"], "count": c["count"]}
+            for c in view["causes"]
+        ],
+        "reason": view["reason"] or None,
+    }
+
+
+def _plan(data: dict, action: str) -> dict:
+    """canary, canary_success and start_at as sent; JSON types first (the services accept the
+    console's text too)."""
+    for name in ("canary", "canary_success"):
+        value = data.get(name)
+        if name in data and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ApiError(422, "must be a number", name)
+    if "start_at" in data and not (isinstance(data["start_at"], str) and data["start_at"].strip()):
+        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
+    if "canary_success" in data and "canary" not in data:
+        raise ApiError(422, "goes with canary (the share of the canary's replays that must succeed)", "canary_success")
+    return {
+        "canary": validate_canary(data.get("canary"), action=action) or None,
+        "canary_success": validate_canary_success(data.get("canary_success")),
+        "start_at": parse_start_at(data.get("start_at")),
+    }
 
 
 def _bulk_or_404(bulk_id: str) -> BulkAction:
@@ -110,16 +158,24 @@ def bulk_start(request):
     if not isinstance(data.get("dry_run", False), bool):
         raise ApiError(422, "must be true or false", "dry_run")
     try:
+        plan = _plan(data, action)
         selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given))
         if data.get("dry_run"):
-            return JsonResponse({"dry_run": True, "count": preview_bulk_action(selection=selection).count})
+            count = preview_bulk_action(selection=selection).count
+            if plan["canary"]:
+                check_canary_fits(plan["canary"], count)
+            return JsonResponse({"dry_run": True, "count": count})
         bulk, _ = start_bulk_action(
             selection=selection,
             actor=request.api_client.actor,
             ip_address=client_ip(request),
             reason=reason,
             rate_per_second=data.get("rate_per_second"),
+            source="api",
+            **plan,
         )
+    except BulkRequestConflict as exc:
+        raise ApiError(409, str(exc), exc.field) from None
     except InvalidBulkRequest as exc:
         raise ApiError(422, str(exc), "filter" if exc.field == "filter_qs" else exc.field) from None
     except ReasonRequired as exc:

@@ -6,11 +6,16 @@ console calls, audited with source "api"."""
 import re
 
 from django.http import JsonResponse
+from django.urls import reverse
 
 from api.auth import api_endpoint
+from api.bulk import bulk_status_body
 from api.errors import ApiError
 from api.request_body import read_json_object
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.plans import parse_start_at
+from deadletters.bulk.schedule import schedule_letter_replay
+from deadletters.bulk.selection import BulkRequestConflict, InvalidBulkRequest
 from deadletters.services.kind_pauses import pause_kind, resume_kind
 from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
@@ -75,8 +80,10 @@ dead_letter_restore = _letter_action("restore")
 @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=REPLAY_PERMISSION)
 def dead_letter_replay(request, letter_id: str):
     letter_id = _letter_id(letter_id)
-    reason, data = _reason(request, allowed={"reason", "params"})
+    reason, data = _reason(request, allowed={"reason", "params", "start_at"})
     params = data.get("params")
+    if "start_at" in data:
+        return _scheduled_replay(request, letter_id, reason, data)
     if params is not None:
         if not isinstance(params, dict):
             raise ApiError(422, "must be a JSON object", "params")
@@ -94,6 +101,32 @@ def dead_letter_replay(request, letter_id: str):
     except InvalidParams as exc:
         raise ApiError(422, exc.message, exc.field or "params") from None
     return JsonResponse({"ok": True, "id": letter_id, "task_id": str(task.public_id), "status": task.status})
+
+
+def _scheduled_replay(request, letter_id: int, reason: str, data: dict):
+    """A replay at `start_at`: a bulk run of this one letter, scheduled (202, Location: its status)."""
+    if "params" in data:
+        raise ApiError(422, "a scheduled replay runs the letter's own params; leave params out", "params")
+    if not (isinstance(data["start_at"], str) and data["start_at"].strip()):
+        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
+    try:
+        bulk, letter = schedule_letter_replay(
+            dead_letter_id=letter_id, start_at=parse_start_at(data["start_at"]), reason=reason, **_who(request)
+        )
+    except DeadLetterNotFound:
+        raise ApiError(404, "no such dead letter") from None
+    except TaskNotReplayable as exc:
+        raise ApiError(409, str(exc)) from None
+    except BulkRequestConflict as exc:
+        raise ApiError(409, str(exc), exc.field) from None
+    except InvalidBulkRequest as exc:
+        raise ApiError(422, str(exc), exc.field) from None
+    except ReasonRequired as exc:
+        raise ApiError(422, str(exc), "reason") from None
+    body = {"ok": True, "id": letter_id, "task_id": str(letter.task.public_id), "scheduled": bulk_status_body(bulk)}
+    response = JsonResponse(body, status=202)
+    response["Location"] = reverse("api:bulk-status", args=[bulk.public_id])
+    return response
 
 
 @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=KIND_PERMISSION)

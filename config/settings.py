@@ -348,6 +348,14 @@ BULK_ACTION_SLICE_SECONDS = env_int("BULK_ACTION_SLICE_SECONDS", 60, minimum=1)
 BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
 # `manage.py resume_bulk_actions` re-enqueues a pending/running bulk silent for this long.
 BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
+# Canary replays: the share of the first replays that must succeed by default, the most a canary
+# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead,
+# promoted by `manage.py run_scheduled_replays --loop` polling every REPLAY_PLANNER_INTERVAL seconds.
+BULK_CANARY_SUCCESS = env_float("BULK_CANARY_SUCCESS", 0.8, minimum=0)
+BULK_CANARY_MAX = env_int("BULK_CANARY_MAX", 1000, minimum=1)
+BULK_CANARY_WAIT_SECONDS = env_int("BULK_CANARY_WAIT_SECONDS", 900, minimum=1)
+BULK_SCHEDULE_MAX_DAYS = env_int("BULK_SCHEDULE_MAX_DAYS", 30, minimum=1)
+REPLAY_PLANNER_INTERVAL = env_float("REPLAY_PLANNER_INTERVAL", 0.5, minimum=0.05)
 CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
 # GET /metrics: addresses (or networks) that may scrape without a token; the open-letter causes
 # shown by name (the rest add up as "other"); the window of the attempt histograms.

@@ -31,6 +31,9 @@ COMMON = {
     "timeout": pgettext_lazy("status", "timeout"),
     "abandoned": pgettext_lazy("status", "abandoned"),
     "active": pgettext_lazy("status", "active"),
+    "scheduled": pgettext_lazy("status", "scheduled"),
+    "canary": pgettext_lazy("bulk status", "canary: waiting"),
+    "canary_failed": pgettext_lazy("status", "canary failed"),
     # RQ workers.
     "busy": pgettext_lazy("worker state", "busy"),
     "idle": pgettext_lazy("worker state", "idle"),
@@ -60,6 +63,10 @@ COMMON = {
     "bulk_resume": pgettext_lazy("action", "bulk resume"),
     "bulk_cancel": pgettext_lazy("action", "bulk cancel"),
     "bulk_rate": pgettext_lazy("action", "bulk rate change"),
+    "bulk_scheduled_start": pgettext_lazy("action", "scheduled bulk started"),
+    "bulk_canary_wait": pgettext_lazy("action", "bulk canary made"),
+    "bulk_canary_passed": pgettext_lazy("action", "bulk canary passed"),
+    "bulk_canary_failed": pgettext_lazy("action", "bulk canary failed"),
     # Where an audited action came from.
     "console": pgettext_lazy("source", "console"),
     "api": pgettext_lazy("source", "API"),

@@ -287,11 +287,22 @@ class BulkActionKind(models.TextChoices):
 
 
 class BulkActionStatus(models.TextChoices):
+    SCHEDULED = "scheduled"  # waits for start_at (deadletters.bulk.schedule)
     PENDING = "pending"
     RUNNING = "running"
+    CANARY = "canary"  # its first replays made, waiting for their outcome (deadletters.bulk.canary)
     PAUSED = "paused"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
+    FAILED = "failed"
+    CANARY_FAILED = "canary_failed"
+
+
+class CanaryPhase(models.TextChoices):
+    NONE = ""
+    PENDING = "pending"  # the run has not started yet
+    RUNNING = "running"  # its replays are being made, then awaited
+    PASSED = "passed"
     FAILED = "failed"
 
 
@@ -301,7 +312,7 @@ class BulkAction(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     action = models.CharField(max_length=10, choices=BulkActionKind.choices)
     status = models.CharField(
-        max_length=10, choices=BulkActionStatus.choices, default=BulkActionStatus.PENDING
+        max_length=16, choices=BulkActionStatus.choices, default=BulkActionStatus.PENDING
     )
     filters = models.JSONField(default=dict, blank=True)
     selected_ids = models.JSONField(null=True, blank=True)
@@ -322,9 +333,19 @@ class BulkAction(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # A scheduled run: the due time is here, not in any process, so every process can restart.
+    start_at = models.DateTimeField(null=True, blank=True)
+    # A canary replay: the first canary_size replays, then their outcome decides (canary_result).
+    canary_size = models.PositiveIntegerField(default=0)
+    canary_success = models.FloatField(default=0)
+    canary_phase = models.CharField(max_length=8, choices=CanaryPhase.choices, blank=True, default="")
+    canary_deadline = models.DateTimeField(null=True, blank=True)
+    canary_result = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The planner's poll (scheduled runs that are due, canaries awaiting a verdict).
+        indexes = [models.Index(fields=["status", "start_at"], name="bulk_status_start_at")]
 
     def __str__(self) -> str:
         return f"bulk {self.action} {self.public_id} ({self.status})"

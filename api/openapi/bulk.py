@@ -1,5 +1,5 @@
-"""Bulk dead-letter actions in the OpenAPI document: start (or dry-run) one over a filter, follow
-it, pause, resume, cancel it, change its rate."""
+"""Bulk dead-letter actions in the OpenAPI document: start (or dry-run) one over a filter, now or
+at a time, a replay optionally with a canary; follow it, pause, resume, cancel it, change its rate."""
 
 from django.conf import settings
 
@@ -17,7 +17,7 @@ from api.openapi.common import (
 )
 from deadletters.bulk.watch import OUTCOME_CAUSES_MAX
 from deadletters.filters import FINGERPRINT_PREFIX_MIN, MAX_ERROR_TYPE_LENGTH, MAX_SEARCH_LENGTH
-from deadletters.models import BulkActionKind, BulkActionStatus, DeadLetterStatus
+from deadletters.models import BulkActionKind, BulkActionStatus, CanaryPhase, DeadLetterStatus
 from reports.kinds import KINDS
 
 TAGS = ["Bulk actions"]
@@ -69,6 +69,55 @@ def _rate() -> dict:
     return {"type": "number", "minimum": 0.1, "maximum": settings.BULK_ACTION_MAX_RATE}
 
 
+# What the server reads as a moment: RFC 3339 with its offset, upper-case T and Z, a real clock time.
+START_AT_PATTERN = (
+    "^(19[7-9][0-9]|[2-8][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,6})?)?"
+    "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+
+
+def start_at_schema() -> dict:
+    return {
+        "type": "string",
+        "format": "date-time",
+        "pattern": START_AT_PATTERN,
+        "description": "When to start: ISO 8601 with its UTC offset (`2026-11-25T02:00:00+08:00`), in the "
+        f"future and at most BULK_SCHEDULE_MAX_DAYS ({settings.BULK_SCHEDULE_MAX_DAYS}) days ahead (409 "
+        "otherwise). The run is `scheduled` until then and starts within a second of it; cancel it meanwhile "
+        "with `POST /report/bulk/{bulk_id}/cancel`.",
+    }
+
+
+def _start_properties() -> dict:
+    return {
+        "filter": _filter_schema(),
+        "rate_per_second": _rate(),
+        "reason": {"type": "string", "maxLength": 2000, "pattern": NO_NUL},
+        "dry_run": {"type": "boolean", "default": False},
+        "start_at": start_at_schema(),
+    }
+
+
+def _canary_properties() -> dict:
+    return {
+        "canary": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": settings.BULK_CANARY_MAX,
+            "description": "Replay this many letters first and wait for their outcome (each task done, dead "
+            "again, or BULK_CANARY_WAIT_SECONDS passed); at most the letters the filter matches (409 otherwise).",
+        },
+        "canary_success": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "The share of the canary's replays that must end done for the run to carry on by "
+            f"itself (default BULK_CANARY_SUCCESS, {settings.BULK_CANARY_SUCCESS:g}); otherwise it stops as "
+            "`canary_failed`.",
+        },
+    }
+
+
 def _post(operation_id, summary, description, *, body=None, responses, body_required=False) -> dict:
     operation = {
         "operationId": operation_id,
@@ -104,7 +153,8 @@ def bulk_paths() -> dict:
             "Start a bulk action over every dead letter a filter matches, or count them (dry run)",
             "Token scope `operator`; sessions: `deadletters.replay_deadletter`. The filter is the console "
             "list's; the workers run the action in batches at `rate_per_second`; letters that die after the "
-            "start are not included.",
+            "request are not included. `start_at` schedules it; `canary` makes a replay try that many "
+            "letters first and carry on only when `canary_success` of them end done.",
             body={"$ref": "#/components/schemas/BulkStartRequest"},
             body_required=True,
             responses={
@@ -118,7 +168,16 @@ def bulk_paths() -> dict:
                 "405": NOT_ALLOWED,
                 "413": TOO_LARGE,
                 "415": NOT_JSON,
-                "422": error("Invalid `action`, `filter`, `rate_per_second`, `reason` or `dry_run`."),
+                "409": error(
+                    "Well formed but refused for what is true now: `start_at` has passed or is more than "
+                    "BULK_SCHEDULE_MAX_DAYS ahead, or `canary` is more than the letters the filter matches "
+                    "(`field` names it)."
+                ),
+                "422": error(
+                    "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
+                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay) or "
+                    "`canary_success` (not from 0 to 1, or without `canary`)."
+                ),
             },
         ),
         "/report/bulk/{bulk_id}/status": {
@@ -142,7 +201,7 @@ def bulk_paths() -> dict:
     for action, summary in (
         ("pause", "Pause a running bulk action at its next batch"),
         ("resume", "Resume a paused (or failed) bulk action where it stopped"),
-        ("cancel", "Cancel a bulk action; what was done stays done"),
+        ("cancel", "Cancel a bulk action (a scheduled one never starts); what was done stays done"),
     ):
         operation = _post(
             f"{action}BulkAction",
@@ -173,16 +232,31 @@ def bulk_paths() -> dict:
 def bulk_components() -> dict:
     return {
         "BulkStartRequest": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["action"],
-            "properties": {
-                "action": {"type": "string", "enum": list(BulkActionKind.values)},
-                "filter": _filter_schema(),
-                "rate_per_second": _rate(),
-                "reason": {"type": "string", "maxLength": 2000, "pattern": NO_NUL},
-                "dry_run": {"type": "boolean", "default": False},
-            },
+            "description": "A bulk action; a replay may start with a canary (`canary`, and optionally "
+            "`canary_success`).",
+            "oneOf": [
+                {
+                    "type": "object",
+                    "title": "Without a canary",
+                    "additionalProperties": False,
+                    "required": ["action"],
+                    "properties": {
+                        "action": {"type": "string", "enum": list(BulkActionKind.values)},
+                        **_start_properties(),
+                    },
+                },
+                {
+                    "type": "object",
+                    "title": "A replay with a canary",
+                    "additionalProperties": False,
+                    "required": ["action", "canary"],
+                    "properties": {
+                        "action": {"type": "string", "const": BulkActionKind.REPLAY.value},
+                        **_start_properties(),
+                        **_canary_properties(),
+                    },
+                },
+            ],
         },
         "BulkDryRun": {
             "type": "object",
@@ -209,6 +283,12 @@ def bulk_components() -> dict:
                 "paused_reason": _TEXT,
                 "error": _TEXT,
                 "created_at": {"type": "string", "format": "date-time"},
+                "start_at": {
+                    "type": ["string", "null"],
+                    "format": "date-time",
+                    "description": "When a scheduled run starts (null: it started at once).",
+                },
+                "started_at": {"type": ["string", "null"], "format": "date-time"},
                 "finished_at": {"type": ["string", "null"], "format": "date-time"},
                 "outcome": {
                     "type": ["object", "null"],
@@ -239,6 +319,45 @@ def bulk_components() -> dict:
                     "description": f"True when the replay touched more than {OUTCOME_CAUSES_MAX} causes "
                     "(`outcome` still counts them all).",
                 },
+                "canary": {"anyOf": [{"$ref": "#/components/schemas/BulkCanary"}, {"type": "null"}]},
+            },
+        },
+        "BulkCanary": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "A canary replay: its first `size` replays, then a verdict. `phase` pending (the "
+            "run has not started), running (its replays are made, then awaited: the run's status is "
+            "`canary`), passed (the run carries on by itself), failed (the run stopped as `canary_failed`; "
+            "`reason` and `causes` say why). The counts are live until the verdict, then as they were at it.",
+            "required": ["size", "success_share", "phase", "needed", "replayed", "done", "died_again"],
+            "properties": {
+                "size": {"type": "integer", "minimum": 1},
+                "success_share": {"type": "number", "minimum": 0, "maximum": 1},
+                "phase": {"type": "string", "enum": [p for p in CanaryPhase.values if p]},
+                "needed": {"type": "integer", "minimum": 0, "description": "Replays that must end done."},
+                **{
+                    name: {"type": "integer", "minimum": 0}
+                    for name in ("replayed", "done", "died_again", "unfinished")
+                },
+                "deadline": {
+                    "type": ["string", "null"],
+                    "format": "date-time",
+                    "description": "Until when the outcome is awaited (set when the canary's replays are made).",
+                },
+                "causes": {
+                    "type": "array",
+                    "description": "What the canary's replays died of again, the most frequent first.",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "fingerprint": {"type": "string"},
+                            "error_type": {"type": "string"},
+                            "count": {"type": "integer", "minimum": 1},
+                        },
+                    },
+                },
+                "reason": {"type": ["string", "null"], "description": "The verdict in a sentence."},
             },
         },
     }

@@ -1,6 +1,7 @@
 """The operator actions of the OpenAPI document: one dead letter's archive, discard, restore and
 replay (optionally with edited params), and pausing or resuming a report kind."""
 
+from api.openapi.bulk import start_at_schema
 from api.openapi.common import (
     FORBIDDEN,
     MALFORMED,
@@ -96,22 +97,36 @@ def operator_paths() -> dict:
             conflict=f"The letter is not {what} (someone else got there first); nothing changed.",
             invalid="Invalid `reason`, or none while DEADLETTER_REQUIRE_REASON is set.",
         )
-    paths["/report/dead-letter/{letter_id}/replay"] = _operation(
+    replay = _operation(
         operation_id="replayDeadLetter",
-        summary="Replay a dead letter's task, optionally with edited params",
+        summary="Replay a dead letter's task now (optionally with edited params), or at a time",
         description="Token scope `operator`; sessions: `deadletters.replay_deadletter`, and "
-        "`deadletters.replay_edited_deadletter` to change the params. Runs once however often called.",
+        "`deadletters.replay_edited_deadletter` to change the params. Runs once however often called. "
+        "With `start_at` it is scheduled instead (202): a bulk replay of this one letter, `scheduled` "
+        "until its time, cancellable with `POST /report/bulk/{bulk_id}/cancel` until then.",
         parameter=LETTER_ID,
         body={
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "reason": _REASON,
-                "params": {
-                    "anyOf": [_params_ref(name) for name in sorted(KINDS)],
-                    "description": "The params to run with instead: those of the letter's kind (422 otherwise).",
+            "anyOf": [
+                {
+                    "type": "object",
+                    "title": "Now",
+                    "additionalProperties": False,
+                    "properties": {
+                        "reason": _REASON,
+                        "params": {
+                            "anyOf": [_params_ref(name) for name in sorted(KINDS)],
+                            "description": "The params to run with instead: those of the letter's kind (422 otherwise).",
+                        },
+                    },
                 },
-            },
+                {
+                    "type": "object",
+                    "title": "At a time",
+                    "additionalProperties": False,
+                    "required": ["start_at"],
+                    "properties": {"reason": _REASON, "start_at": start_at_schema()},
+                },
+            ]
         },
         ok=_ok(
             "Replayed.",
@@ -122,9 +137,32 @@ def operator_paths() -> dict:
             },
         ),
         not_found="No dead letter with this id.",
-        conflict="The letter's task is not dead (already replayed, or running).",
-        invalid="Invalid `reason` or `params` (`field` names it).",
+        conflict="The letter's task is not dead (already replayed, or running); or `start_at` has passed or "
+        "is more than BULK_SCHEDULE_MAX_DAYS ahead (`field` is `start_at`).",
+        invalid="Invalid `reason`, `params` or `start_at` (`field` names it); `params` with `start_at`.",
     )
+    replay["post"]["responses"]["202"] = {
+        "description": "Scheduled: `scheduled` is the bulk run that replays it at `start_at` (poll `Location`).",
+        "headers": {
+            "Location": {"description": "The scheduled run's status resource.", "schema": {"type": "string"}}
+        },
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["ok", "id", "task_id", "scheduled"],
+                    "properties": {
+                        "ok": {"type": "boolean", "const": True},
+                        "id": {"type": "integer"},
+                        "task_id": {"type": "string", "format": "uuid"},
+                        "scheduled": {"$ref": "#/components/schemas/BulkStatus"},
+                    },
+                }
+            }
+        },
+    }
+    paths["/report/dead-letter/{letter_id}/replay"] = replay
     for action, summary, conflict in (
         ("pause", "Pause a report kind: its tasks wait without using attempts", None),
         ("resume", "Resume a paused report kind; its waiting tasks are enqueued", "The kind is not paused."),

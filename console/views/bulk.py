@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
@@ -18,8 +19,10 @@ from console import labels
 from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict
+from console.views.bulk_plans import field_message, plan_from_form, zone_context
 from console.views.common import actor, batch_label, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
+from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
     FINISHED_STATUSES,
     BulkStateConflict,
@@ -39,7 +42,7 @@ from deadletters.bulk.selection import (
     preview_bulk_action,
 )
 from deadletters.bulk.watch import died_again_causes, replay_outcome, replay_outcome_by_cause
-from deadletters.models import BulkAction, BulkActionKind
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus
 
 
 def _list_url(filter_qs: str) -> str:
@@ -116,6 +119,11 @@ def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
             "threshold": request.POST.get("pause_threshold") or settings.BULK_REPLAY_PAUSE_THRESHOLD,
             "max_rate": settings.BULK_ACTION_MAX_RATE,
             "min_sample": settings.BULK_REPLAY_PAUSE_MIN_SAMPLE,
+            "canary": request.POST.get("canary", "")[:12],
+            "canary_success": request.POST.get("canary_success") or settings.BULK_CANARY_SUCCESS,
+            "canary_wait_minutes": max(1, round(settings.BULK_CANARY_WAIT_SECONDS / 60)),
+            "start_at": request.POST.get("start_at", "")[:32],
+            **zone_context(),
             "errors": errors or {},
             "is_selection": selection.scope == SCOPE_SELECTED,
             "scope": _scope_wording(selection),
@@ -161,7 +169,9 @@ def bulk_start(request):
         rate = validate_rate(request.POST.get("rate_per_second"))
         threshold = validate_threshold(request.POST.get("pause_threshold"))
     except InvalidBulkRequest as exc:
-        errors[exc.field] = str(exc).split(": ", 1)[1]
+        errors[exc.field] = field_message(exc)
+    plan, plan_errors = plan_from_form(request.POST, selection.action)
+    errors.update(plan_errors)
     if errors:
         return _render_preview(request, selection, filter_qs, errors=errors, status=400)
     try:
@@ -173,11 +183,24 @@ def bulk_start(request):
             rate_per_second=rate,
             pause_threshold=threshold,
             request_token=request.POST.get("request_token"),
+            **plan,
         )
     except ReasonRequired:
         errors = {"reason": _("a reason is required: say why")}
         return _render_preview(request, selection, filter_qs, errors=errors, status=400)
-    if created:
+    except InvalidBulkRequest as exc:  # a canary larger than the selection, a time that has passed
+        return _render_preview(request, selection, filter_qs, errors={exc.field: field_message(exc)}, status=400)
+    if created and bulk.status == BulkActionStatus.SCHEDULED:
+        messages.success(
+            request,
+            ngettext(
+                "Bulk %(action)s of %(n)d dead letter scheduled for %(when)s.",
+                "Bulk %(action)s of %(n)d dead letters scheduled for %(when)s.",
+                bulk.total,
+            )
+            % {"action": labels.label(bulk.action), "n": bulk.total, "when": _local(bulk.start_at)},
+        )
+    elif created:
         messages.success(
             request,
             ngettext(
@@ -192,11 +215,35 @@ def bulk_start(request):
     return redirect("console:bulk-detail", public_id=bulk.public_id)
 
 
+def _local(moment) -> str:
+    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S} ({zone_context()['zone_offset']})"
+
+
 @require_http_methods(["GET"])
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_list(request):
-    page = Paginator(BulkAction.objects.all(), settings.CONSOLE_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "console/bulk_list.html", {"page": page})
+    """Every bulk run, newest first; `state=scheduled` lists those waiting for their time, soonest first."""
+    state = request.GET.get("state", "")
+    if state not in ("", *BulkActionStatus.values):
+        return render_conflict(
+            request,
+            title=_("No such list"),
+            message=_("state must be one of %(states)s.") % {"states": ", ".join(BulkActionStatus.values)},
+            back_url=reverse("console:bulk-list"),
+            status=400,
+        )
+    runs = BulkAction.objects.all()
+    if state:
+        runs = runs.filter(status=state)
+    if state == BulkActionStatus.SCHEDULED:
+        runs = runs.order_by("start_at", "pk")
+    page = Paginator(runs, settings.CONSOLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    scheduled = BulkAction.objects.filter(status=BulkActionStatus.SCHEDULED).count()
+    return render(
+        request,
+        "console/bulk_list.html",
+        {"page": page, "state": state, "scheduled_count": scheduled, "zone_offset": zone_context()["zone_offset"]},
+    )
 
 
 def _bulk_context(bulk: BulkAction) -> dict:
@@ -217,6 +264,8 @@ def _bulk_context(bulk: BulkAction) -> dict:
         "died_again_causes": died_again_causes(bulk) if outcome and outcome.died_again else [],
         "outcome_by_cause": by_cause,
         "outcome_by_cause_limited": by_cause_limited,
+        "canary": canary_view(bulk),
+        "zone_offset": zone_context()["zone_offset"],
     }
 
 
@@ -253,6 +302,12 @@ def _bulk_operator_action(request, public_id, service, done: str, verb: str):
         messages.warning(request, _("Nothing done: %(why)s.") % {"why": bulk_conflict(exc, verb)})
     else:
         messages.success(request, _DONE[done] % {"action": labels.label(bulk.action)})
+    # Cancelled from the Scheduled list, or from the letter a scheduled replay was made for.
+    back = request.POST.get("back")
+    if back == "scheduled":
+        return redirect(f"{reverse('console:bulk-list')}?state=scheduled")
+    if back == "letter" and bulk.selected_ids and len(bulk.selected_ids) == 1:
+        return redirect("console:deadletter-detail", letter_id=bulk.selected_ids[0])
     return redirect("console:bulk-detail", public_id=bulk.public_id)
 
 

@@ -16,6 +16,7 @@ from console.views.audit import decorate_audit
 from console.views.common import batch_label, parse_cursor, pretty_json, wants_partial
 from console.views.tasks import task_state_context
 from deadletters.alerts.causes import new_causes
+from deadletters.bulk.schedule import scheduled_replays_of
 from deadletters.filters import FILTER_PARAMS, InvalidFilter, parse_dead_letter_filters
 from deadletters.models import DeadLetterStatus
 from deadletters.selectors import letters as letter_selectors
@@ -183,6 +184,7 @@ def deadletter_detail(request, letter_id: int):
         "fingerprint_querystring": parse_dead_letter_filters({"status": "all"}).querystring(
             fingerprint=letter.fingerprint
         ),
+        "scheduled_replays": scheduled_replays_of(letter),
         **task_state_context(task, after_letter_id=letter.pk),
     }
     return render(request, "console/detail.html", context)

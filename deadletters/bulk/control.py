@@ -5,6 +5,7 @@ resume, cancel it and change its rate. Each change is one conditional UPDATE of 
 import logging
 import math
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -12,8 +13,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from deadletters.audit import REASON_MAX, record_audit, require_reason
+from deadletters.bulk.plans import check_canary_fits, check_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import SCOPE_SELECTED, InvalidBulkRequest, Selection
-from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, CanaryPhase
 from transport.queues import enqueue_job
 
 logger = logging.getLogger("deadletters.bulk")
@@ -21,8 +23,19 @@ logger = logging.getLogger("deadletters.bulk")
 BULK_JOB_FUNC = "deadletters.bulk.jobs.run_bulk_action_job"
 # Slowest allowed rate: one item every 10 s keeps a batch well inside the runner lock.
 MIN_RATE = 0.1
-ACTIVE_STATUSES = (BulkActionStatus.PENDING, BulkActionStatus.RUNNING, BulkActionStatus.PAUSED)
-FINISHED_STATUSES = (BulkActionStatus.COMPLETED, BulkActionStatus.CANCELLED, BulkActionStatus.FAILED)
+ACTIVE_STATUSES = (
+    BulkActionStatus.SCHEDULED,
+    BulkActionStatus.PENDING,
+    BulkActionStatus.RUNNING,
+    BulkActionStatus.CANARY,
+    BulkActionStatus.PAUSED,
+)
+FINISHED_STATUSES = (
+    BulkActionStatus.COMPLETED,
+    BulkActionStatus.CANCELLED,
+    BulkActionStatus.FAILED,
+    BulkActionStatus.CANARY_FAILED,
+)
 
 
 class BulkStateConflict(Exception):
@@ -70,22 +83,34 @@ def start_bulk_action(
     rate_per_second: float | None = None,
     pause_threshold: float | None = None,
     request_token: str | None = None,
+    canary: object = None,
+    canary_success: object = None,
+    start_at: datetime | None = None,
+    source: str = "console",
 ) -> tuple[BulkAction, bool]:
-    """Create the BulkAction (pending), audit it once with its item count, enqueue its job on commit.
+    """Create the BulkAction (pending, or scheduled when `start_at` is given), audit it once with its
+    item count, and enqueue its job on commit (a scheduled one's when it is due: schedule.py).
 
+    `canary` k > 0 makes a replay stop after its first k replays until their outcome decides
+    (canary.py): at least `canary_success` of them done, and it carries on by itself.
     `request_token` (a UUID the preview form carries) becomes the bulk's public_id, so a form sent
     twice starts one bulk: the second call returns the first bulk and created=False.
     """
     if selection.action != BulkActionKind.RESTORE:
         require_reason(action=f"bulk {selection.action}", reason=reason)
-    rate = validate_rate(rate_per_second)
-    threshold = validate_threshold(pause_threshold)
+    plan = {
+        "rate": validate_rate(rate_per_second),
+        "threshold": validate_threshold(pause_threshold),
+        "canary": validate_canary(canary, action=selection.action),
+        "canary_success": validate_canary_success(canary_success),
+        "start_at": check_start_at(start_at) if start_at is not None else None,
+    }
     public_id = _token_uuid(request_token)
     existing = BulkAction.objects.filter(public_id=public_id).first()
     if existing is not None:
         return existing, False
     try:
-        bulk = _create_bulk(selection, actor, ip_address, reason, rate, threshold, public_id)
+        bulk = _create_bulk(selection, actor, ip_address, reason, plan, public_id, source)
     except IntegrityError:
         existing = BulkAction.objects.filter(public_id=public_id).first()
         if existing is None:
@@ -102,24 +127,33 @@ def _token_uuid(token: str | None) -> uuid.UUID:
         return uuid.uuid4()
 
 
-def _create_bulk(selection, actor, ip_address, reason, rate, threshold, public_id) -> BulkAction:
+def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) -> BulkAction:
+    replay = selection.action == BulkActionKind.REPLAY
     with transaction.atomic():
         total = selection.queryset().count()
+        if plan["canary"]:
+            check_canary_fits(plan["canary"], total)
         bulk = BulkAction.objects.create(
             public_id=public_id,
             action=selection.action,
+            status=BulkActionStatus.SCHEDULED if plan["start_at"] else BulkActionStatus.PENDING,
             filters=selection.as_filters_json(),
             selected_ids=list(selection.ids) if selection.scope == SCOPE_SELECTED else None,
             actor=actor[:150],
             ip_address=ip_address,
             reason=reason[:REASON_MAX],
             total=total,
-            rate_per_second=rate,
-            pause_threshold=threshold if selection.action == BulkActionKind.REPLAY else 0,
+            rate_per_second=plan["rate"],
+            pause_threshold=plan["threshold"] if replay else 0,
+            start_at=plan["start_at"],
+            canary_size=plan["canary"],
+            canary_success=plan["canary_success"] if plan["canary"] else 0,
+            canary_phase=CanaryPhase.PENDING if plan["canary"] else CanaryPhase.NONE,
         )
         record_audit(
             action=f"bulk_{selection.action}",
             actor=actor,
+            source=source,
             ip_address=ip_address,
             item_count=total,
             reason=reason,
@@ -129,11 +163,18 @@ def _create_bulk(selection, actor, ip_address, reason, rate, threshold, public_i
                 **({"filter": selection.filters.as_json()} if selection.filters is not None else {}),
                 **({"ids": list(selection.ids)[:1000]} if selection.scope == SCOPE_SELECTED else {}),
                 "max_id": selection.max_id,
-                "rate_per_second": rate,
-                **({"pause_threshold": threshold} if selection.action == BulkActionKind.REPLAY else {}),
+                "rate_per_second": plan["rate"],
+                **({"pause_threshold": plan["threshold"]} if replay else {}),
+                **({"start_at": plan["start_at"].isoformat()} if plan["start_at"] else {}),
+                **(
+                    {"canary": plan["canary"], "canary_success": plan["canary_success"]}
+                    if plan["canary"]
+                    else {}
+                ),
             },
         )
-        _enqueue_after_commit(bulk.pk)
+        if not plan["start_at"]:
+            enqueue_after_commit(bulk.pk)
     return bulk
 
 
@@ -149,7 +190,7 @@ def enqueue_bulk_job(bulk_id: int) -> str:
     )
 
 
-def _enqueue_after_commit(bulk_id: int) -> None:
+def enqueue_after_commit(bulk_id: int) -> None:
     # robust: if Redis is down at commit, `manage.py resume_bulk_actions` enqueues it later.
     transaction.on_commit(lambda: enqueue_bulk_job(bulk_id), robust=True)
 
@@ -210,7 +251,7 @@ def resume_bulk_action(*, bulk_id: int, actor: str, ip_address: str | None = Non
                 "filters": filters,
             },
         )
-        _enqueue_after_commit(bulk.pk)
+        enqueue_after_commit(bulk.pk)
     return bulk
 
 

@@ -26,11 +26,12 @@ from redis.exceptions import LockError
 
 from deadletters.alerts.resolved import announce_bulk_finished
 from deadletters.bulk.apply import apply_to_batch
+from deadletters.bulk.canary import begin_canary_wait
 from deadletters.bulk.control import enqueue_bulk_job
 from deadletters.bulk.selection import SCOPE_SELECTED, Selection, selection_of
 from deadletters.bulk.throttle import Throttle, batch_size_for
 from deadletters.bulk.watch import pause_if_replays_die_again
-from deadletters.models import BulkAction, BulkActionStatus
+from deadletters.models import BulkAction, BulkActionStatus, CanaryPhase
 from transport.connection import redis_connection
 
 logger = logging.getLogger("deadletters.bulk")
@@ -104,7 +105,8 @@ def run_bulk_action(
     sleep: Callable[[float], None] = time.sleep,
     slice_seconds: float | None = None,
 ) -> str:
-    """The job body. Returns what happened: completed, paused, cancelled, continued, gone, busy."""
+    """The job body. Returns what happened: completed, paused, cancelled, canary (waiting on its
+    canary's outcome), continued, gone, busy."""
     lock = redis_connection().lock(
         f"deadletters:bulk:{bulk_id}:runner",
         timeout=settings.BULK_ACTION_LOCK_SECONDS,
@@ -132,6 +134,7 @@ def _run_locked(bulk_id, lock, *, clock, sleep, slice_seconds) -> str:
     if not claimed:
         return bulk.status
     BulkAction.objects.filter(pk=bulk_id, started_at=None).update(started_at=now)
+    BulkAction.objects.filter(pk=bulk_id, canary_phase=CanaryPhase.PENDING).update(canary_phase=CanaryPhase.RUNNING)
     try:
         selection = selection_of(bulk)
         throttle = Throttle(bulk.rate_per_second, clock=clock, sleep=sleep)
@@ -146,12 +149,21 @@ def _run_locked(bulk_id, lock, *, clock, sleep, slice_seconds) -> str:
             if bulk.rate_per_second != throttle.rate:
                 throttle.change_rate(bulk.rate_per_second)  # the operator changed it on the page
                 size = batch_size_for(bulk.rate_per_second)
-            if clock() >= next_watch:
+            # Until its verdict, a canary replays no more than its k, and the verdict (not the
+            # died-again watch) judges what they led to (deadletters.bulk.canary).
+            canary_left = bulk.canary_size - bulk.succeeded if bulk.canary_phase == CanaryPhase.RUNNING else None
+            if canary_left is None and clock() >= next_watch:
                 # The died-again count scans this bulk's replays: once a second is often enough.
                 next_watch = clock() + WATCH_INTERVAL_SECONDS
                 if pause_if_replays_die_again(bulk):
                     return BulkActionStatus.PAUSED
-            ids = _next_ids(selection, bulk.last_processed_id, size)
+            limit = size if canary_left is None else min(size, max(canary_left, 0))
+            ids = _next_ids(selection, bulk.last_processed_id, limit) if limit else []
+            if not ids and canary_left is not None:
+                # k replays made, or the selection ran out before (what was replayed is the canary).
+                if begin_canary_wait(bulk):
+                    return BulkActionStatus.CANARY
+                continue  # changed under us: re-read
             if not ids:
                 _finish(bulk)
                 bulk.refresh_from_db()

@@ -39,6 +39,11 @@ class InvalidBulkRequest(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+class BulkRequestConflict(InvalidBulkRequest):
+    """Well-formed, but refused for what is true now: a canary larger than what the selection
+    holds, a start time that has passed or is too far ahead. The API answers 409 for these."""
+
+
 @dataclass(frozen=True)
 class Selection:
     """What a bulk action touches, as stored in BulkAction.filters / selected_ids."""

@@ -4,13 +4,14 @@ and every API route is documented."""
 import json
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, get_resolver
+from django.utils import timezone
 
 from api.openapi import openapi_document
 from api.submit_budget import REPLAY, charge_budget, charge_submit_budget
@@ -129,6 +130,7 @@ def world(db, media_root, django_user_model, api_token):
         "to_discard": make_dead_letter(error_message="to discard"),
         "to_restore": make_dead_letter(error_message="to restore", status="archived"),
         "to_replay": make_dead_letter(error_message="to replay"),
+        "to_schedule": make_dead_letter(error_message="to replay later"),
     }
 
 
@@ -252,6 +254,8 @@ def scenarios(world):
         *control_scenarios(world, missing),
         *operator_scenarios(world),
         *bulk_scenarios(missing),
+        # Last: each starts another bulk action, and the BULK/ scenarios above expect one.
+        *plan_scenarios(world),
     ]
 
 
@@ -290,6 +294,19 @@ def bulk_scenarios(missing):
         cases += [("post", f"BULK/{action}", body, "token")] * (1 if action == "rate" else 2)
     cases.append(("post", "BULK/rate", {"data": {"rate_per_second": 2}, **js}, "token"))  # cancelled: 409
     return cases
+
+
+def plan_scenarios(world):
+    """A start time and a canary: refused for what is true now (409), and a scheduled replay (202)."""
+    js = {"content_type": "application/json"}
+    soon = (timezone.now() + timedelta(hours=1)).isoformat()
+    schedule = f"/report/dead-letter/{world['to_schedule'].pk}/replay"
+    return [
+        ("post", "/report/bulk/start", {"data": {"action": "replay", "canary": 5}, **js}, "token"),
+        ("post", "/report/bulk/start", {"data": {"action": "archive", "start_at": "2020-01-01T00:00:00Z"}, **js}, "token"),
+        ("post", schedule, {"data": {"start_at": "2020-01-01T00:00:00+08:00"}, **js}, "token"),
+        ("post", schedule, {"data": {"start_at": soon, "reason": "after the fix is deployed"}, **js}, "token"),
+    ]
 
 
 def operator_scenarios(world):

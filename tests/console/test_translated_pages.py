@@ -87,7 +87,20 @@ def world(client):
         action="archive", status=BulkActionStatus.FAILED, actor="opwei", total=3, processed=1, succeeded=1,
         rate_per_second=5, selected_ids=[letter.pk], filters={"max_id": letter.pk}, error="boom",
     )
+    scheduled = BulkAction.objects.create(
+        action="replay", status=BulkActionStatus.SCHEDULED, actor="opwei", reason="after fix", total=5,
+        rate_per_second=20, filters={"filter": {"status": "open"}, "max_id": letter.pk},
+        start_at=timezone.now() + timedelta(hours=2), canary_size=2, canary_success=0.8, canary_phase="pending",
+    )
+    stopped = BulkAction.objects.create(
+        action="replay", status=BulkActionStatus.CANARY_FAILED, actor="opwei", reason="after fix", total=5,
+        processed=2, succeeded=2, rate_per_second=20, filters={"filter": {"status": "open"}, "max_id": letter.pk},
+        canary_size=2, canary_success=0.8, canary_phase="failed", finished_at=timezone.now(),
+        canary_result={"verdict": "failed", "replayed": 2, "done": 0, "died_again": 1, "unfinished": 1, "needed": 2,
+                       "causes": [], "reason": "Canary failed"},
+    )
     record_audit(action="bulk_replay", actor="opwei", item_count=10, reason="after fix", details={"bulk": str(paused.public_id)})
+    record_audit(action="bulk_canary_failed", source="system", item_count=2, details={"bulk": str(stopped.public_id)})
     record_audit(action="archive", actor="opwei", dead_letter=archived, task=archived.task, reason="stale")
     record_audit(action="discard", actor="", source="system", dead_letter=discarded, task=discarded.task)
     pause_kind(kind="probe", actor="opwei", reason="downstream maintenance")
@@ -100,6 +113,7 @@ def world(client):
         "task": open_task,
         "batch": batch,
         "bulks": (paused, failed),
+        "plans": (scheduled, stopped),
         "data": [
             "opwei", "erpclient", "monthclose", "http_export", "sales_summary", "probe", "192.0.2.1",
             "fixed region", "after fix", "stale", "downstream maintenance", "orders API unreachable",
@@ -139,6 +153,10 @@ def _pages(world) -> list[str]:
         "/console/bulk/",
         f"/console/bulk/{paused.public_id}/",
         f"/console/bulk/{failed.public_id}/",
+        "/console/bulk/?state=scheduled",
+        f"/console/bulk/{world['plans'][0].public_id}/",
+        f"/console/bulk/{world['plans'][1].public_id}/",
+        f"/console/dead-letters/{letter.pk}/replay/later/",
         "/console/running/",
         "/console/retrying/",
         "/console/alerts/snoozes/",
@@ -157,6 +175,8 @@ def _posts(world) -> list[tuple[str, dict]]:
         ("/console/bulk/preview/", {"action": "restore", "scope": "filter", "filter_qs": "status=open"}),
         ("/console/bulk/preview/", {"action": "replay", "scope": "nowhere"}),
         ("/console/bulk/start/", {"action": "replay", "scope": "filter", "filter_qs": "status=open", "rate_per_second": "-1"}),
+        ("/console/bulk/start/", {"action": "replay", "scope": "filter", "filter_qs": "status=open", "canary": "0", "start_at": "2020-01-01T02:00"}),
+        (f"/console/dead-letters/{letter.pk}/replay/later/", {"start_at": "", "reason": ""}),
         (f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"url": 5, "colour": 1}', "reason": ""}),
         (f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": "[1]", "reason": ""}),
         (f"/console/dead-letters/{world['archived'].pk}/archive/", {"reason": ""}),

@@ -1,10 +1,19 @@
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from deadletters.audit import ReasonRequired
+from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import start_bulk_action
-from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_selection, preview_bulk_action
+from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
+from deadletters.bulk.selection import (
+    SCOPE_FILTER,
+    SCOPE_SELECTED,
+    InvalidBulkRequest,
+    build_selection,
+    preview_bulk_action,
+)
 from deadletters.management.filter_options import add_filter_options, filters_from_options
 from deadletters.models import BulkAction, BulkActionStatus
 from deadletters.services.letters import DeadLetterNotFound
@@ -16,15 +25,19 @@ ENDED = (
     BulkActionStatus.CANCELLED,
     BulkActionStatus.FAILED,
     BulkActionStatus.PAUSED,
+    BulkActionStatus.CANARY_FAILED,
 )
+FOLLOW_EVERY_SECONDS = 2
 
 
 class Command(BaseCommand):
     help = (
         "Replay dead letters: the ones named by --id, or every letter a filter matches (the console's "
         "list filter) as a bulk replay the workers run at --rate per second, which this command "
-        "follows until it ends (--no-wait: start it and return). --dry-run only counts. Exits 1 when "
-        "something was not replayed."
+        "follows until it ends (--no-wait: start it and return). --canary K replays K letters first "
+        "and carries on only when --canary-success of them end done (exit 1 when the canary fails); "
+        "--at schedules the replay instead (ISO 8601 with its offset) and returns. --dry-run only "
+        "counts. Exits 1 when something was not replayed."
     )
 
     def add_arguments(self, parser):
@@ -37,39 +50,97 @@ class Command(BaseCommand):
             "--rate", type=float, default=None, help="letters per second of a filtered replay"
         )
         parser.add_argument(
+            "--canary",
+            default=None,
+            metavar="K",
+            help="replay K letters first, wait for their outcome, then carry on or stop (canary_failed)",
+        )
+        parser.add_argument(
+            "--canary-success",
+            default=None,
+            metavar="SHARE",
+            help="the share of the canary that must end done, 0 to 1 (default BULK_CANARY_SUCCESS, 0.8)",
+        )
+        parser.add_argument(
+            "--at",
+            default=None,
+            metavar="TIME",
+            help="start at TIME, ISO 8601 with its UTC offset (2026-11-25T02:00+08:00); cancellable until then",
+        )
+        parser.add_argument(
             "--dry-run", action="store_true", help="count what would be replayed; change nothing"
         )
         parser.add_argument("--no-wait", action="store_true", help="start a filtered replay and return")
         add_filter_options(parser)
 
-    def handle(self, *args, ids, reason, actor, rate, dry_run, no_wait, verbosity, **options):
-        if ids:
-            return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
-        filters = filters_from_options(options)
-        if not filters.is_narrowed:
-            raise CommandError(
-                "name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"
-            )
+    def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, dry_run, no_wait, verbosity, **options):
         try:
-            selection = build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
+            plan = {
+                "canary": validate_canary(canary, action="replay") or None,
+                "canary_success": validate_canary_success(canary_success),
+                "start_at": parse_start_at(at),
+            }
         except InvalidBulkRequest as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(_option_message(exc)) from None
+        if canary_success is not None and not plan["canary"]:
+            raise CommandError("--canary-success goes with --canary K")
+        planned = bool(plan["canary"] or plan["start_at"])
+        if ids and not planned:
+            return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
+        try:
+            selection = self._selection(ids, options)
+        except InvalidBulkRequest as exc:
+            raise CommandError(_option_message(exc)) from None
         if dry_run:
-            self.stdout.write(
-                f"{preview_bulk_action(selection=selection).count} dead letters would be replayed"
-            )
+            count = preview_bulk_action(selection=selection).count
+            try:
+                if plan["canary"]:
+                    check_canary_fits(plan["canary"], count)
+            except InvalidBulkRequest as exc:
+                raise CommandError(_option_message(exc)) from None
+            self.stdout.write(f"{count} dead letters would be replayed")
             return
         try:
             bulk, _ = start_bulk_action(
-                selection=selection, actor=actor, ip_address=None, reason=reason, rate_per_second=rate
+                selection=selection,
+                actor=actor,
+                ip_address=None,
+                reason=reason,
+                rate_per_second=rate,
+                source="cli",
+                **plan,
             )
-        except (InvalidBulkRequest, ReasonRequired) as exc:
+        except InvalidBulkRequest as exc:
+            raise CommandError(_option_message(exc)) from None
+        except ReasonRequired as exc:
             raise CommandError(str(exc)) from None
+        if bulk.status == BulkActionStatus.SCHEDULED:
+            self.stdout.write(
+                f"bulk replay {bulk.public_id} scheduled for {bulk.start_at.isoformat()} "
+                f"(in {_seconds_until(bulk.start_at)}): {bulk.total} dead letters at {bulk.rate_per_second}/s"
+                + (f", canary {bulk.canary_size}" if bulk.canary_size else "")
+                + ". Cancel it from the console's Bulk actions, or POST /report/bulk/<id>/cancel."
+            )
+            return
         self.stdout.write(
             f"bulk replay {bulk.public_id} started: {bulk.total} dead letters at {bulk.rate_per_second}/s"
+            + (
+                f", canary of {bulk.canary_size} first ({bulk.canary_success:.0%} must succeed)"
+                if bulk.canary_size
+                else ""
+            )
         )
         if not no_wait:
             self._follow(bulk.pk, verbosity)
+
+    @staticmethod
+    def _selection(ids, options):
+        if ids:
+            return build_selection(action="replay", scope=SCOPE_SELECTED, ids=ids)
+        filters = filters_from_options(options)
+        if not filters.is_narrowed:
+            raise CommandError("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)")
+        return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
 
     def _replay_ids(self, ids, *, reason, actor, dry_run) -> None:
         failed = 0
@@ -89,20 +160,44 @@ class Command(BaseCommand):
             raise CommandError(f"{failed} of {len(ids)} dead letters not replayed")
 
     def _follow(self, bulk_id: int, verbosity: int) -> None:
-        """Print progress until the bulk ends; no worker means no progress, which it says."""
+        """Print progress until the bulk ends (and, while it waits on its canary, what the canary's
+        replays did so far); no worker means no progress, which it says."""
         last = None
         while True:
             bulk = BulkAction.objects.get(pk=bulk_id)
-            state = (bulk.status, bulk.processed)
-            if verbosity >= 1 and state != last:
-                self.stdout.write(
-                    f"{bulk.status}: {bulk.processed} of {bulk.total} ({bulk.percent}%), {bulk.succeeded} replayed"
-                )
-                last = state
+            line = _progress_line(bulk)
+            if verbosity >= 1 and line != last:
+                self.stdout.write(line)
+                last = line
             if bulk.status in ENDED:
                 break
-            time.sleep(2)
+            time.sleep(FOLLOW_EVERY_SECONDS)
         if bulk.status != BulkActionStatus.COMPLETED:
-            raise CommandError(
-                f"the bulk replay ended {bulk.status}: {bulk.paused_reason or bulk.error or 'see the console'}"
-            )
+            why = (bulk.canary_result or {}).get("reason") or bulk.paused_reason or bulk.error or "see the console"
+            raise CommandError(f"the bulk replay ended {bulk.status}: {why}")
+
+
+def _progress_line(bulk: BulkAction) -> str:
+    canary = canary_view(bulk)
+    if bulk.status == BulkActionStatus.CANARY and canary:
+        deadline = timezone.localtime(canary["deadline"]).strftime("%H:%M:%S") if canary["deadline"] else "?"
+        return (
+            f"canary: {canary['done']} of {canary['replayed']} replayed tasks done, {canary['died_again']} died "
+            f"again, {canary['unfinished']} unfinished ({canary['needed']} must be done; decided by {deadline} "
+            "at the latest)"
+        )
+    line = f"{bulk.status}: {bulk.processed} of {bulk.total} ({bulk.percent}%), {bulk.succeeded} replayed"
+    if canary and canary["phase"] in ("passed", "failed"):
+        line += f"; {canary['reason']}"
+    return line
+
+
+def _seconds_until(moment) -> str:
+    seconds = max(0, int((moment - timezone.now()).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s"
+
+
+def _option_message(exc: InvalidBulkRequest) -> str:
+    option = {"start_at": "--at", "canary": "--canary", "canary_success": "--canary-success"}.get(exc.field)
+    return f"{option} {str(exc).split(': ', 1)[1]}" if option else str(exc)

@@ -45,8 +45,8 @@ class Command(BaseCommand):
     help = (
         "Start the whole system in the foreground: an embedded redis-server (unless REDIS_URL is set), "
         "migrations, an admin login, demo data, the web server, RQ workers with the scheduler, the reaper "
-        "and the alert sender. A child that exits (the embedded redis-server too) is restarted; Ctrl-C stops "
-        "everything."
+        "the alert sender and the replay planner. A child that exits (the embedded redis-server too) is "
+        "restarted; Ctrl-C stops everything."
     )
 
     def add_arguments(self, parser):
@@ -127,8 +127,12 @@ class Command(BaseCommand):
         return argv
 
     def extra_processes(self, manage):
-        """Further long-running duties of installed apps (the alert sender) as name -> argv."""
-        return {"alerts": manage + ["send_alerts", "--loop"]} if "send_alerts" in get_commands() else {}
+        """Further long-running duties of installed apps, as name -> argv: the alert sender, and
+        the replay planner (scheduled bulk runs, canary verdicts). Named, never imported: this
+        layer knows nothing of the apps above it."""
+        commands = get_commands()
+        duties = {"alerts": "send_alerts", "planner": "run_scheduled_replays"}
+        return {name: manage + [command, "--loop"] for name, command in duties.items() if command in commands}
 
     @staticmethod
     def console_line(addr: str, password: str | None) -> str:

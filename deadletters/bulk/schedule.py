@@ -1,0 +1,81 @@
+"""Bulk runs that start at a time (a single letter's scheduled replay is a run of one letter).
+
+The due time lives on the BulkAction row (`start_at`, status `scheduled`), never in a process: the
+planner (`manage.py run_scheduled_replays --loop`, every REPLAY_PLANNER_INTERVAL seconds) and, as
+a backstop, every reaper pass promote the due ones with a conditional UPDATE scheduled -> pending
+that exactly one caller wins, and enqueue the run's job once that commits. A planner killed
+before the time changes nothing: the next one (or the reaper) finds the row due. Until it starts,
+the run can be cancelled like any other (scheduled -> cancelled).
+"""
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from deadletters.audit import record_audit
+from deadletters.bulk.control import enqueue_after_commit, start_bulk_action
+from deadletters.bulk.selection import SCOPE_SELECTED, build_selection
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, DeadLetter
+from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound
+from reports.models import TaskStatus
+from reports.services import TaskNotReplayable
+
+logger = logging.getLogger("deadletters.bulk")
+
+def promote_due_bulk_actions(*, now: datetime | None = None, limit: int = 100) -> list[int]:
+    """scheduled -> pending for every run whose start_at has come (earliest first), each one
+    conditional UPDATE, audited, its job enqueued on commit. Returns the ids this call started;
+    a run another planner started first is not among them."""
+    now = now or timezone.now()
+    due = list(
+        BulkAction.objects.filter(status=BulkActionStatus.SCHEDULED, start_at__lte=now)
+        .order_by("start_at", "pk")
+        .values_list("pk", "public_id", "start_at")[:limit]
+    )
+    started = []
+    for pk, public_id, start_at in due:
+        with transaction.atomic():
+            moment = timezone.now()
+            if not BulkAction.objects.filter(pk=pk, status=BulkActionStatus.SCHEDULED).update(
+                status=BulkActionStatus.PENDING, started_at=moment, updated_at=moment
+            ):
+                continue  # cancelled meanwhile, or another planner was first
+            late = (moment - start_at).total_seconds()
+            record_audit(
+                action="bulk_scheduled_start",
+                source="system",
+                item_count=BulkAction.objects.filter(pk=pk).values_list("total", flat=True).first() or 0,
+                details={"bulk": str(public_id), "start_at": start_at.isoformat(), "late_seconds": round(late, 3)},
+            )
+            enqueue_after_commit(pk)
+        started.append(pk)
+        logger.info("scheduled bulk %s started, %.3f s after its time", public_id, late)
+    return started
+
+
+def schedule_letter_replay(
+    *, dead_letter_id: int, start_at: datetime, actor: str, ip_address: str | None, reason: str = "",
+    source: str = "console",
+) -> tuple[BulkAction, DeadLetter]:
+    """One dead letter's replay at `start_at`: a scheduled bulk replay of that letter alone, so it
+    is started, cancelled, audited and shown as every scheduled run is. Refused now (not at the
+    time) when the letter cannot be replayed now; a letter replayed meanwhile is skipped then."""
+    letter = DeadLetter.objects.select_related("task").filter(pk=dead_letter_id).first()
+    if letter is None:
+        raise DeadLetterNotFound(dead_letter_id)
+    if letter.status not in REPLAYABLE_STATUSES or letter.task.status != TaskStatus.DEAD:
+        raise TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
+    selection = build_selection(action=BulkActionKind.REPLAY, scope=SCOPE_SELECTED, ids=[letter.pk])
+    bulk, _ = start_bulk_action(
+        selection=selection, actor=actor, ip_address=ip_address, reason=reason, start_at=start_at, source=source
+    )
+    return bulk, letter
+
+
+def scheduled_replays_of(letter: DeadLetter):
+    """The scheduled single-letter replays of this letter, soonest first (its detail page shows them)."""
+    return BulkAction.objects.filter(
+        status=BulkActionStatus.SCHEDULED, action=BulkActionKind.REPLAY, selected_ids=[letter.pk]
+    ).order_by("start_at", "pk")
