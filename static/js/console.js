@@ -21,7 +21,8 @@
     if (scope && scope.value === "selected" && ticked === 0) {
       event.preventDefault();
       if (message) {
-        message.textContent = "Tick at least one dead letter first, or choose \u201ceverything matching this filter\u201d.";
+        // The words come from the page (data-nothing-ticked), in its language.
+        message.textContent = message.getAttribute("data-nothing-ticked");
         message.hidden = false;
       }
     } else if (message) {

@@ -1,15 +1,19 @@
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from deadletters.audit import ReasonRequired
 from deadletters.bulk.control import start_bulk_action
+from deadletters.bulk.pause_reasons import pause_reason_words
 from deadletters.bulk.selection import SCOPE_FILTER, InvalidBulkRequest, build_selection, preview_bulk_action
 from deadletters.management.filter_options import add_filter_options, filters_from_options
 from deadletters.models import BulkAction, BulkActionStatus
 from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
 from reports.services import TaskNotReplayable
+from reports.wording import status_word
 
 ENDED = (
     BulkActionStatus.COMPLETED,
@@ -47,26 +51,31 @@ class Command(BaseCommand):
             return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
         filters = filters_from_options(options)
         if not filters.is_narrowed:
-            raise CommandError(
-                "name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"
-            )
+            raise CommandError(_("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
         try:
             selection = build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
         except InvalidBulkRequest as exc:
             raise CommandError(str(exc)) from None
         if dry_run:
+            count = preview_bulk_action(selection=selection).count
             self.stdout.write(
-                f"{preview_bulk_action(selection=selection).count} dead letters would be replayed"
+                ngettext("%(n)d dead letter would be replayed", "%(n)d dead letters would be replayed", count)
+                % {"n": count}
             )
             return
         try:
-            bulk, _ = start_bulk_action(
+            bulk, _created = start_bulk_action(
                 selection=selection, actor=actor, ip_address=None, reason=reason, rate_per_second=rate
             )
         except (InvalidBulkRequest, ReasonRequired) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"bulk replay {bulk.public_id} started: {bulk.total} dead letters at {bulk.rate_per_second}/s"
+            ngettext(
+                "bulk replay %(id)s started: %(n)d dead letter at %(rate)s/s",
+                "bulk replay %(id)s started: %(n)d dead letters at %(rate)s/s",
+                bulk.total,
+            )
+            % {"id": bulk.public_id, "n": bulk.total, "rate": f"{bulk.rate_per_second:g}"}
         )
         if not no_wait:
             self._follow(bulk.pk, verbosity)
@@ -75,18 +84,21 @@ class Command(BaseCommand):
         failed = 0
         for letter_id in ids:
             if dry_run:
-                self.stdout.write(f"would replay dead letter {letter_id}")
+                self.stdout.write(_("would replay dead letter %(id)s") % {"id": letter_id})
                 continue
             try:
                 replay_dead_letter(
                     dead_letter_id=letter_id, actor=actor, ip_address=None, reason=reason, source="cli"
                 )
-                self.stdout.write(f"dead letter {letter_id} replayed")
-            except (DeadLetterNotFound, TaskNotReplayable, ReasonRequired) as exc:
+                self.stdout.write(_("dead letter %(id)s replayed") % {"id": letter_id})
+            except DeadLetterNotFound:
                 failed += 1
-                self.stderr.write(f"dead letter {letter_id} not replayed: {exc}")
+                self.stderr.write(_("dead letter %(id)s not replayed: there is no such dead letter") % {"id": letter_id})
+            except (TaskNotReplayable, ReasonRequired) as exc:
+                failed += 1
+                self.stderr.write(_("dead letter %(id)s not replayed: %(why)s") % {"id": letter_id, "why": exc})
         if failed:
-            raise CommandError(f"{failed} of {len(ids)} dead letters not replayed")
+            raise CommandError(_("%(failed)d of %(n)d dead letters not replayed") % {"failed": failed, "n": len(ids)})
 
     def _follow(self, bulk_id: int, verbosity: int) -> None:
         """Print progress until the bulk ends; no worker means no progress, which it says."""
@@ -96,13 +108,21 @@ class Command(BaseCommand):
             state = (bulk.status, bulk.processed)
             if verbosity >= 1 and state != last:
                 self.stdout.write(
-                    f"{bulk.status}: {bulk.processed} of {bulk.total} ({bulk.percent}%), {bulk.succeeded} replayed"
+                    _("%(status)s: %(processed)d of %(total)d (%(percent)d%%), %(succeeded)d replayed")
+                    % {
+                        "status": status_word(bulk.status),
+                        "processed": bulk.processed,
+                        "total": bulk.total,
+                        "percent": bulk.percent,
+                        "succeeded": bulk.succeeded,
+                    }
                 )
                 last = state
             if bulk.status in ENDED:
                 break
             time.sleep(2)
         if bulk.status != BulkActionStatus.COMPLETED:
+            why = pause_reason_words(bulk.paused_reason) or bulk.error or _("see the console")
             raise CommandError(
-                f"the bulk replay ended {bulk.status}: {bulk.paused_reason or bulk.error or 'see the console'}"
+                _("the bulk replay ended %(status)s: %(why)s") % {"status": status_word(bulk.status), "why": why}
             )
