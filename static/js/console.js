@@ -30,6 +30,15 @@
     }
   });
 
+  // On a phone the sections scroll sideways in one row: bring the current one into view.
+  document.addEventListener("DOMContentLoaded", function () {
+    var current = document.querySelector(".nav [aria-current=page]");
+    var nav = current && current.parentElement;
+    if (nav && nav.scrollWidth > nav.clientWidth) {
+      nav.scrollLeft = current.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
+    }
+  });
+
   // "Pause auto-refresh" on the dashboard: skip the poll while ticked (a number being read
   // at 3 a.m. should not jump).
   document.addEventListener("htmx:beforeRequest", function (event) {
