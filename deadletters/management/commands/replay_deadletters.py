@@ -75,7 +75,7 @@ class Command(BaseCommand):
                 "bulk replay %(id)s started: %(n)d dead letters at %(rate)s/s",
                 bulk.total,
             )
-            % {"id": bulk.public_id, "n": bulk.total, "rate": f"{bulk.rate_per_second:g}"}
+            % {"id": bulk.public_id, "n": bulk.total, "rate": bulk.rate_per_second}
         )
         if not no_wait:
             self._follow(bulk.pk, verbosity)
