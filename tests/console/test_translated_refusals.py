@@ -37,6 +37,9 @@ def scene(client):
     mine = make_dead_letter(error_message="mine")
     replay_dead_letter(dead_letter_id=mine.pk, actor="opwei", ip_address=None, reason="fixed")
     archived = make_dead_letter(status=DeadLetterStatus.ARCHIVED, archived_at=now)
+    export = make_dead_letter(
+        task=make_task(kind="http_export", status=TaskStatus.DEAD, attempt=1, finished_at=now, params={"url": "https://example.com/x"})
+    )
     running = make_task(status=TaskStatus.RUNNING, attempt=1, started_at=now, lease_expires_at=now + timedelta(seconds=30))
     TaskAttempt.objects.create(task=running, number=1, started_at=now, worker="host-a pid 42")
     pending = make_task(status=TaskStatus.PENDING)
@@ -59,11 +62,11 @@ def scene(client):
     params = {name for kind in KINDS.values() for name in (p.name for p in kind.params)}
     return {
         "client": client, "letter": letter, "replayed": replayed, "mine": mine, "archived": archived,
-        "running": running, "pending": pending, "stopped": stopped, "completed": completed, "paused": paused,
+        "export": export, "running": running, "pending": pending, "stopped": stopped, "completed": completed, "paused": paused,
         "auto": auto, "ended_snooze": ended,
         # What the operator typed or the data holds: shown as it is in either language.
         "data": ["opwei", "colleague", "yesterday", "nonsense", "nowhere", "zz", "nope", "abc", "probe",
-                 "http_export", "sales_summary", "ordered twice", "colour", "x" * 201, *sorted(params, key=len, reverse=True)],
+                 "http_export", "sales_summary", "ordered twice", "colour", "10.0.0.5:8080", "example.com", "x" * 201, *sorted(params, key=len, reverse=True)],
     }  # fmt: skip
 
 
@@ -91,6 +94,9 @@ def _requests(scene) -> list[tuple[str, str, str, dict]]:
         ("replay edit: not an object", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": "[1]"}),
         ("replay edit: bad params", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"sleep_seconds": -5, "colour": 1}'}),
         ("replay edit: too big", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"fail_message": "%s"}' % ("y" * 70000)}),
+        ("replay edit: host not allowed", "POST", f"/console/dead-letters/{scene['export'].pk}/replay/edit/", {"params": '{"url": "http://10.0.0.5:8080/x"}'}),
+        ("replay edit: password in the url", "POST", f"/console/dead-letters/{scene['export'].pk}/replay/edit/", {"params": '{"url": "http://a:b@example.com/x"}'}),
+        ("replay edit: not a url", "POST", f"/console/dead-letters/{scene['export'].pk}/replay/edit/", {"params": '{"url": "ftp://example.com/x"}'}),
         ("archive: archived already", "POST", f"/console/dead-letters/{archived.pk}/archive/", {"reason": "again"}),
         ("restore: open", "POST", f"/console/dead-letters/{letter.pk}/restore/", {}),
         ("discard: archived", "GET", f"/console/dead-letters/{archived.pk}/discard/", {}),
