@@ -91,6 +91,7 @@ def _requests(scene) -> list[tuple[str, str, str, dict]]:
         ("replay: replayed, posted", "POST", f"/console/dead-letters/{replayed.pk}/replay/", {"reason": "again"}),
         ("replay: my own second click", "POST", f"/console/dead-letters/{mine.pk}/replay/", {"reason": "again"}),
         ("replay edit: replayed", "GET", f"/console/dead-letters/{replayed.pk}/replay/edit/", {}),
+        ("replay edit: not JSON", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"sleep_seconds": 1,'}),
         ("replay edit: not an object", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": "[1]"}),
         ("replay edit: bad params", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"sleep_seconds": -5, "colour": 1}'}),
         ("replay edit: too big", "POST", f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"fail_message": "%s"}' % ("y" * 70000)}),
