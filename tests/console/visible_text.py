@@ -119,7 +119,9 @@ def with_cjk(texts: list[str]) -> list[str]:
 # notices, a refusal's page, a form's errors. What the services raise ends up here.
 MESSAGE_CLASSES = {"messages", "alert", "notice", "conflict", "field-error", "error-list", "errorlist"}
 # Code-like words that read the same in both languages: acronyms, setting names, a date's format.
-_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+# What a person typed, quoted back as Python's repr ('yesterday' is not a date).
+_QUOTED = re.compile(r"'[^'\n]{0,200}'")
 _HEX_OR_UUID = re.compile(r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b|\b[0-9a-f]{8,40}\b")
 
 
@@ -169,12 +171,12 @@ def message_texts(html: str) -> list[str]:
 
 def english_words(texts: list[str], data: list[str]) -> list[tuple[str, str]]:
     """(text, word) for every English word left in a Chinese message: any word with a lowercase
-    letter, once user data (the given values, ids, hex) is cut out. Not only the catalogue's
+    letter, once user data (the given values, what was typed quoted back, ids, hex) is cut out. Not only the catalogue's
     msgids: a message a service raised without gettext is caught too."""
     found = []
     for text in dict.fromkeys(texts):
         for value in sorted(filter(None, data), key=len, reverse=True):
             text = text.replace(value, " ")
-        text = _HEX_OR_UUID.sub(" ", text)
+        text = _HEX_OR_UUID.sub(" ", _QUOTED.sub(" ", text))
         found += [(text, word) for word in _LATIN_WORD.findall(text) if len(word) >= 2 and not word.isupper()]
     return found
