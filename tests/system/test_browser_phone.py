@@ -43,11 +43,12 @@ CUT_OFF = """(width) => {
 
 @pytest.fixture
 def phone(_playwright_browser, live_server):
-    """Phone-sized contexts, one per colour scheme (CSP bypassed so the injected axe can run)."""
+    """Phone-sized contexts, one per colour scheme and language (CSP bypassed so the injected axe can run)."""
     contexts = []
 
-    def make(scheme: str):
+    def make(scheme: str, locale: str = "en-US"):
         context = _playwright_browser.new_context(
+            locale=locale,
             base_url=live_server.url,
             viewport={"width": WIDTH, "height": HEIGHT},
             device_scale_factor=2,
