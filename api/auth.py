@@ -14,10 +14,12 @@ from functools import wraps
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.middleware.csrf import CsrfViewMiddleware
+from django.utils import translation
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 
 from api.errors import ApiError, api_error_response
+from api.language import api_language
 from reports.kinds import get_kind
 from reports.models import ApiToken
 from reports.services.tokens import authenticate_token
@@ -126,6 +128,10 @@ def api_endpoint(
     def decorate(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
+            with translation.override(api_language(request)):
+                return answer(request, *args, **kwargs)
+
+        def answer(request, *args, **kwargs):
             try:
                 if request.method not in methods:
                     raise ApiError(

@@ -24,8 +24,13 @@ class ReplayEditForm(ReasonForm):
         raw = self.cleaned_data["params"]
         try:
             value = json.loads(raw)
-        except ValueError as exc:
-            raise forms.ValidationError(gettext("Not valid JSON: %(error)s") % {"error": exc}) from None
+        except json.JSONDecodeError as exc:
+            # Where, not Python's English wording of what.
+            raise forms.ValidationError(
+                gettext("Not valid JSON (line %(line)d, column %(column)d).") % {"line": exc.lineno, "column": exc.colno}
+            ) from None
+        except ValueError:
+            raise forms.ValidationError(_("Not valid JSON.")) from None
         except RecursionError:
             raise forms.ValidationError(_("Not valid JSON: nested too deeply.")) from None
         if not isinstance(value, dict):

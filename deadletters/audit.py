@@ -7,8 +7,10 @@ and the API alike."""
 import ipaddress
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from deadletters.models import AuditEntry
+from reports.wording import verb_word
 
 REASON_MAX = 2000
 
@@ -18,7 +20,13 @@ class ReasonRequired(ValueError):
 
     def __init__(self, action: str):
         self.action = action
-        super().__init__(f"a reason is required to {action} (DEADLETTER_REQUIRE_REASON)")
+        bulk, _space, verb = action.rpartition(" ")
+        values = {"verb": verb_word(verb)}
+        if bulk:
+            message = _("a reason is required for a bulk %(verb)s (DEADLETTER_REQUIRE_REASON)") % values
+        else:
+            message = _("a reason is required to %(verb)s (DEADLETTER_REQUIRE_REASON)") % values
+        super().__init__(message)
 
 
 def require_reason(*, action: str, reason: str | None) -> None:

@@ -27,6 +27,7 @@ from django.utils.translation import gettext as _
 
 from deadletters.models import DeadLetter, DeadLetterStatus
 from reports.models import ReportTask
+from reports.wording import status_word
 
 DEFAULT_STATUS = DeadLetterStatus.OPEN.value
 ALL_STATUSES = "all"
@@ -61,6 +62,7 @@ class InvalidFilter(ValueError):
 
     def __init__(self, param: str, message: str):
         self.param = param
+        self.message = message
         super().__init__(f"{param}: {message}")
 
 
@@ -142,7 +144,7 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
     """Read the filter parameters from a QueryDict (or a plain dict); raise InvalidFilter on bad values."""
     status = _get(querydict, "status") or DEFAULT_STATUS
     if status not in DeadLetterStatus.values and status != ALL_STATUSES:
-        choices = ", ".join([*DeadLetterStatus.values, ALL_STATUSES])
+        choices = ", ".join(status_word(value) for value in [*DeadLetterStatus.values, ALL_STATUSES])
         raise InvalidFilter("status", _("%(value)r is not one of %(choices)s") % {"value": status[:40], "choices": choices})
 
     kind = _get(querydict, "kind")

@@ -10,7 +10,9 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext, pgettext
 
 from console import labels
+from deadletters.bulk.pause_reasons import pause_reason_words
 from reports.models import TaskStatus
+from reports.services.controls import stopped_words
 
 register = template.Library()
 
@@ -41,6 +43,18 @@ def verb(action) -> str:
 def chain_note(note) -> str:
     """Python's line that links two exceptions of a traceback, in the page's language."""
     return labels.chain_note(str(note or ""))
+
+
+@register.filter
+def pause_reason(stored) -> str:
+    """Why a bulk action paused (the stored English text) in the page's language; any other text as it is."""
+    return pause_reason_words(str(stored or ""))
+
+
+@register.filter
+def task_error(stored) -> str:
+    """A task's or an attempt's stored error: an operator's stop in the page's language, any other as it is."""
+    return stopped_words(str(stored or ""))
 
 
 @register.simple_tag

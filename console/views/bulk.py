@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseStopPolling
 from console import labels
 from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
 from console.forms import ReasonForm
-from console.refusals import bulk_conflict
+from console.refusals import bulk_conflict, bulk_request_refusal
 from console.views.bulk_plans import field_message, plan_from_form, zone_context
 from console.views.common import actor, batch_label, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
@@ -137,7 +137,7 @@ def _bulk_refused(request, exc: InvalidBulkRequest):
     return render_conflict(
         request,
         title=_("Bulk action not started"),
-        message=str(exc) + _("."),
+        message=bulk_request_refusal(exc) + _("."),
         back_url=_list_url(request.POST.get("filter_qs", "")),
         status=400,
     )
@@ -346,7 +346,11 @@ def bulk_rate(request, public_id):
         )
     except InvalidBulkRequest as exc:
         return render_conflict(
-            request, title=_("Rate not changed"), message=str(exc) + _("."), back_url=detail_url, status=400
+            request,
+            title=_("Rate not changed"),
+            message=bulk_request_refusal(exc) + _("."),
+            back_url=detail_url,
+            status=400,
         )
     except BulkStateConflict as exc:
         messages.warning(request, _("Nothing done: %(why)s.") % {"why": bulk_conflict(exc, "rate")})

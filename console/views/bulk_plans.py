@@ -81,7 +81,7 @@ def plan_from_form(post, action: str) -> tuple[dict, dict]:
 
 def field_message(exc: InvalidBulkRequest) -> str:
     """The message without its field's name (the form shows it beside the field)."""
-    return str(exc).split(": ", 1)[-1]
+    return exc.message
 
 
 @require_http_methods(["GET", "POST"])

@@ -11,6 +11,7 @@ from django_htmx.http import HttpResponseStopPolling, push_url
 
 from config.keyset import Cursor, InvalidCursor
 from console.access import VIEW_PERMISSION, console_view
+from console.refusals import filter_refusal
 from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
 from console.views.common import batch_label, parse_cursor, pretty_json, wants_partial
@@ -75,7 +76,7 @@ def deadletter_list(request):
     try:
         filters = parse_dead_letter_filters(request.GET)
     except InvalidFilter as exc:
-        context.update(filter_error=str(exc), filters=_raw_filters(request.GET), page=None)
+        context.update(filter_error=filter_refusal(exc), filters=_raw_filters(request.GET), page=None)
         template = "console/_list_rows.html" if wants_partial(request) else "console/list.html"
         return render(request, template, context, status=_filter_error_status(request))
     if request.htmx and request.GET.get("newer_than"):
@@ -130,7 +131,7 @@ def deadletter_groups(request):
     try:
         filters = parse_dead_letter_filters(request.GET)
     except InvalidFilter as exc:
-        context.update(filter_error=str(exc), filters=_raw_filters(request.GET), groups=[], groups_view=True)
+        context.update(filter_error=filter_refusal(exc), filters=_raw_filters(request.GET), groups=[], groups_view=True)
         template = "console/_groups_table.html" if wants_partial(request) else "console/groups.html"
         return render(request, template, context, status=_filter_error_status(request))
     groups = letter_selectors.fingerprint_groups_with_trends(filters)

@@ -95,7 +95,7 @@ def _replay(request, letter: DeadLetter, form, **changes) -> ReportTask | HttpRe
         form.add_error("reason", _("Say why: a reason is required for every replay here."))
     except InvalidParams as exc:
         for field, message in getattr(exc, "errors", [(exc.field, exc.message)]):
-            form.add_error("params", f"{field}: {message}")
+            form.add_error("params", message if field == "params" else f"{field}: {message}")
     return None
 
 

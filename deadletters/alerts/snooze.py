@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from deadletters.alerts.resolved import notice
 from deadletters.audit import REASON_MAX, record_audit
@@ -20,10 +21,12 @@ MAX_MINUTES = 7 * 24 * 60
 
 
 class SnoozeError(ValueError):
-    """Bad snooze input; the message names the field."""
+    """Bad snooze input: `field` names it, the message (in the language active where it is raised)
+    says what is wrong."""
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.message = message
         super().__init__(message)
 
 
@@ -39,19 +42,21 @@ def snooze_alerts(
 ) -> AlertSnooze:
     fingerprint, kind, reason = (fingerprint or "").strip(), (kind or "").strip(), (reason or "").strip()
     if bool(fingerprint) == bool(kind):
-        raise SnoozeError("fingerprint", "name either a cause (fingerprint) or a kind, not both")
+        raise SnoozeError("fingerprint", _("name either a cause (fingerprint) or a kind, not both"))
     if fingerprint and (len(fingerprint) != 40 or not all(c in "0123456789abcdef" for c in fingerprint)):
-        raise SnoozeError("fingerprint", "a fingerprint is 40 hexadecimal characters")
+        raise SnoozeError("fingerprint", _("a fingerprint is 40 hexadecimal characters"))
     if len(kind) > 64:
-        raise SnoozeError("kind", "a kind has at most 64 characters")
+        raise SnoozeError("kind", _("a kind has at most %(n)d characters") % {"n": 64})
     try:
         minutes = int(minutes)
     except (TypeError, ValueError):
-        raise SnoozeError("minutes", "minutes must be a whole number") from None
+        raise SnoozeError("minutes", _("minutes must be a whole number")) from None
     if not 1 <= minutes <= MAX_MINUTES:
-        raise SnoozeError("minutes", f"minutes must be between 1 and {MAX_MINUTES} (a week)")
+        raise SnoozeError(
+            "minutes", _("minutes must be between 1 and %(max)d (a week)") % {"max": MAX_MINUTES}
+        )
     if not reason:
-        raise SnoozeError("reason", "say why the alerts are muted")
+        raise SnoozeError("reason", _("say why the alerts are muted"))
     now = timezone.now()
     with transaction.atomic():
         snooze = AlertSnooze.objects.create(

@@ -13,9 +13,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from deadletters.audit import REASON_MAX, record_audit, require_reason
+from deadletters.bulk.pause_reasons import paused_by
 from deadletters.bulk.plans import check_canary_fits, check_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import SCOPE_SELECTED, InvalidBulkRequest, Selection
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, CanaryPhase
+from reports.wording import status_word
 from transport.queues import enqueue_job
 
 logger = logging.getLogger("deadletters.bulk")
@@ -39,11 +41,19 @@ FINISHED_STATUSES = (
 
 
 class BulkStateConflict(Exception):
-    """Pause/resume/cancel asked of a bulk action in a state that does not allow it."""
+    """Pause/resume/cancel/a rate change asked of a bulk action in a state that does not allow it.
+    The message is in the language active where it is raised."""
 
     def __init__(self, bulk: BulkAction, action: str):
         self.bulk = bulk
-        super().__init__(f"cannot {action} a bulk action that is {bulk.status}")
+        self.action = action
+        sentences = {
+            "pause": _("cannot pause a bulk action that is %(status)s"),
+            "resume": _("cannot resume a bulk action that is %(status)s"),
+            "cancel": _("cannot cancel a bulk action that is %(status)s"),
+        }
+        sentence = sentences.get(action) or _("cannot change the rate of a bulk action that is %(status)s")
+        super().__init__(sentence % {"status": status_word(bulk.status)})
 
 
 def validate_rate(value: object) -> float:
@@ -223,7 +233,7 @@ def pause_bulk_action(*, bulk_id: int, actor: str, ip_address: str | None = None
         actor=actor,
         ip_address=ip_address,
         from_statuses=(BulkActionStatus.PENDING, BulkActionStatus.RUNNING),
-        updates={"status": BulkActionStatus.PAUSED, "paused_reason": f"Paused by {actor}."[:REASON_MAX]},
+        updates={"status": BulkActionStatus.PAUSED, "paused_reason": paused_by(actor)[:REASON_MAX]},
     )
 
 
@@ -281,7 +291,7 @@ def change_bulk_rate(
         if bulk is None:
             raise BulkAction.DoesNotExist(bulk_id)
         if bulk.status not in ACTIVE_STATUSES:
-            raise BulkStateConflict(bulk, "change the rate of")
+            raise BulkStateConflict(bulk, "rate")
         before = bulk.rate_per_second
         BulkAction.objects.filter(pk=bulk_id, status__in=ACTIVE_STATUSES).update(
             rate_per_second=rate, updated_at=timezone.now()

@@ -34,8 +34,13 @@ ELIGIBLE_STATUSES = {
 
 
 class InvalidBulkRequest(ValueError):
-    def __init__(self, field: str, message: str):
+    """`field` names what is wrong, `message` says how (in the language active where it is raised);
+    for a bad filter, `filter_error` is the filter's own InvalidFilter."""
+
+    def __init__(self, field: str, message: str, *, filter_error: InvalidFilter | None = None):
         self.field = field
+        self.message = message
+        self.filter_error = filter_error
         super().__init__(f"{field}: {message}")
 
 
@@ -98,7 +103,7 @@ def build_selection(
     try:
         filters = parse_dead_letter_filters(QueryDict(filter_qs.lstrip("?")))
     except InvalidFilter as exc:
-        raise InvalidBulkRequest("filter_qs", str(exc)) from None
+        raise InvalidBulkRequest("filter_qs", str(exc), filter_error=exc) from None
     return Selection(action=action, scope=scope, filters=filters, max_id=cap)
 
 

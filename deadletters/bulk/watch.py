@@ -12,6 +12,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from deadletters.audit import record_audit
+from deadletters.bulk.pause_reasons import paused_automatically
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, DeadLetter
 from reports.models import ReportTask, TaskStatus
 
@@ -93,10 +94,8 @@ def pause_if_replays_die_again(bulk: BulkAction) -> bool:
     outcome = replay_outcome(bulk, since=_watch_since(bulk))
     if outcome.finished < settings.BULK_REPLAY_PAUSE_MIN_SAMPLE or outcome.ratio <= bulk.pause_threshold:
         return False
-    reason = (
-        f"Paused automatically: {outcome.died_again} of {outcome.finished} replayed tasks that finished "
-        f"died again ({outcome.ratio:.0%}, threshold {bulk.pause_threshold:.0%}). Fix the cause, then "
-        "resume, or cancel."
+    reason = paused_automatically(
+        died_again=outcome.died_again, finished=outcome.finished, ratio=outcome.ratio, threshold=bulk.pause_threshold
     )
     with transaction.atomic():
         paused = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING).update(

@@ -3,6 +3,7 @@ API use (deadletters/filters.py): --status, --kind, --error-type, --fingerprint,
 --created-from, --created-to, --batch."""
 
 from django.core.management.base import CommandError
+from django.utils.translation import gettext as _
 
 from deadletters.filters import FILTER_PARAMS, DeadLetterFilters, InvalidFilter, parse_dead_letter_filters
 
@@ -34,4 +35,5 @@ def filters_from_options(options: dict) -> DeadLetterFilters:
     try:
         return parse_dead_letter_filters({name: value for name, value in given.items() if value})
     except InvalidFilter as exc:
-        raise CommandError(f"--{exc.param.replace('_', '-')} {exc}") from None
+        option = "--" + exc.param.replace("_", "-")
+        raise CommandError(_("%(option)s: %(message)s") % {"option": option, "message": exc.message}) from None

@@ -9,7 +9,7 @@ from django.db import transaction
 from deadletters.audit import record_audit, require_reason
 from deadletters.models import BulkAction, DeadLetter, DeadLetterStatus
 from deadletters.services.letters import REPLAYABLE_STATUSES, DeadLetterNotFound, mark_replayed
-from reports.models import ReportTask, TaskStatus
+from reports.models import ReportTask
 from reports.services import TaskNotFound, TaskNotReplayable, requeue_dead_task
 
 logger = logging.getLogger(__name__)
@@ -125,18 +125,9 @@ def replay_dead_letter(
 
 
 def replay_conflict_details(exc: TaskNotReplayable) -> dict:
-    """What a person needs to read about a refused replay (for the 409 page)."""
-    task = exc.task
-    if exc.replayed_by or exc.replayed_at:
-        message = f"Already replayed by {exc.replayed_by or 'the system'}"
-        if exc.replayed_at:
-            message += f" at {exc.replayed_at:%Y-%m-%d %H:%M:%S} UTC"
-        message += f"; the task is now {task.status}."
-    elif task.status == TaskStatus.DEAD:
-        message = "This dead letter cannot be replayed."
-    else:
-        message = f"The task is {task.status}, not dead: there is nothing to replay."
-    return {"message": message, "task": task, "replayed_by": exc.replayed_by, "replayed_at": exc.replayed_at}
+    """What a person needs to know about a refused replay (for the 409 page, which words it in the
+    page's language: console.refusals)."""
+    return {"task": exc.task, "replayed_by": exc.replayed_by, "replayed_at": exc.replayed_at}
 
 
 __all__ = [

@@ -19,10 +19,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from deadletters.audit import record_audit, require_reason
 from deadletters.models import BulkAction, DeadLetter, DeadLetterStatus
 from deadletters.services.letters import DeadLetterNotFound
+from reports.wording import status_word, verb_word
 
 ARCHIVABLE_STATUSES = (DeadLetterStatus.OPEN,)
 DISCARDABLE_STATUSES = (DeadLetterStatus.OPEN,)
@@ -36,12 +38,19 @@ class DeadLetterConflict(Exception):
         self.letter = letter
         self.action = action
         when = _changed_at(letter)
-        detail = f"dead letter {letter.pk} is {letter.status}"
-        if when:
-            detail += f" since {when:%Y-%m-%d %H:%M:%S} UTC"
-        if letter.status == DeadLetterStatus.REPLAYED and letter.replayed_by:
-            detail += f" (replayed by {letter.replayed_by})"
-        super().__init__(f"cannot {action}: {detail}")
+        values = {
+            "id": letter.pk,
+            "status": status_word(letter.status),
+            "when": f"{when:%Y-%m-%d %H:%M:%S} UTC" if when else "",
+            "who": letter.replayed_by,
+        }
+        if when and letter.status == DeadLetterStatus.REPLAYED and letter.replayed_by:
+            detail = _("dead letter %(id)s is %(status)s since %(when)s (replayed by %(who)s)") % values
+        elif when:
+            detail = _("dead letter %(id)s is %(status)s since %(when)s") % values
+        else:
+            detail = _("dead letter %(id)s is %(status)s") % values
+        super().__init__(_("cannot %(verb)s: %(detail)s") % {"verb": verb_word(action), "detail": detail})
 
 
 def _changed_at(letter: DeadLetter) -> datetime | None:

@@ -18,7 +18,7 @@ from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unk
 from reports.kinds.json_records import JsonText, collect_columns, decode_text, find_records
 
 logger = logging.getLogger(__name__)
-DEFAULT_SOURCE_REFUSED = (
+DEFAULT_SOURCE_REFUSED = gettext_noop(
     "the default source (HTTP_EXPORT_URL) is refused by the outbound policy; an operator must fix the "
     "setting or HTTP_EXPORT_ALLOWED_HOSTS"
 )
@@ -90,12 +90,12 @@ class HttpExport(ReportKind):
         """HTTP_EXPORT_URL, checked like any URL; what is wrong with it is logged for the operators,
         and the client reads only that the default source is refused."""
         if not settings.HTTP_EXPORT_URL:
-            raise InvalidParams("url", "is required (no default source, HTTP_EXPORT_URL, is configured)")
+            raise InvalidParams("url", gettext("is required (no default source, HTTP_EXPORT_URL, is configured)"))
         try:
             return self._check(settings.HTTP_EXPORT_URL, must_resolve=must_resolve)
         except InvalidParams as exc:
             logger.warning("http_export: HTTP_EXPORT_URL is refused: %s", exc.message)
-            raise InvalidParams("url", DEFAULT_SOURCE_REFUSED) from None
+            raise InvalidParams("url", gettext(DEFAULT_SOURCE_REFUSED)) from None
 
     def generate(self, params, ctx: RunContext):
         if "url" in params:

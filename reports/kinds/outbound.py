@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext as _
 from urllib3.util import parse_url
 
 from reports.errors import PermanentError, TransientError, escape_controls
@@ -105,34 +106,34 @@ def _canonical_host(host: str) -> str:
     except ValueError:
         pass
     if not _HOST_NAME.fullmatch(host):
-        raise UrlRefused("must name a plain host (letters, digits, dots and dashes) or an IP address")
+        raise UrlRefused(_("must name a plain host (letters, digits, dots and dashes) or an IP address"))
     try:
         socket.inet_aton(host)
     except OSError:
         return host
     # 2130706433, 0177.0.0.1 and 127.1 are 127.0.0.1 to the resolver: only the usual form counts.
-    raise UrlRefused("must write an IP address in its usual form")
+    raise UrlRefused(_("must write an IP address in its usual form"))
 
 
 def parse_target(url: str) -> Target:
     """The URL as the connection will use it, or UrlRefused. Needs no network."""
     if not isinstance(url, str) or not url:
-        raise UrlRefused("must be an http(s) URL")
+        raise UrlRefused(_("must be an http(s) URL"))
     if "\\" in url or any(not "!" <= char <= "~" for char in url):
-        raise UrlRefused("must not contain a backslash, whitespace, control or non-ASCII characters")
+        raise UrlRefused(_("must not contain a backslash, whitespace, control or non-ASCII characters"))
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise UrlRefused("is not a valid URL") from None
+        raise UrlRefused(_("is not a valid URL")) from None
     if parts.scheme not in DEFAULT_PORTS:
-        raise UrlRefused("must be an http(s) URL")
+        raise UrlRefused(_("must be an http(s) URL"))
     if "@" in parts.netloc:
-        raise UrlRefused("must not carry a user name or password")
+        raise UrlRefused(_("must not carry a user name or password"))
     if not parts.hostname:
-        raise UrlRefused("must name a host")
+        raise UrlRefused(_("must name a host"))
     if port == 0:
-        raise UrlRefused("must not name port 0")
+        raise UrlRefused(_("must not name port 0"))
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     target = Target(
         scheme=parts.scheme,
@@ -144,7 +145,7 @@ def parse_target(url: str) -> Target:
     theirs = parse_url(target.url)
     read_as = (theirs.scheme, (theirs.host or "").strip("[]").lower(), theirs.port or DEFAULT_PORTS[target.scheme])
     if read_as != (target.scheme, target.host, target.port):
-        raise UrlRefused("is read differently by the HTTP client; write it plainly")
+        raise UrlRefused(_("is read differently by the HTTP client; write it plainly"))
     return target
 
 
@@ -214,7 +215,7 @@ def check_url(
     target = parse_target(url)
     pairs = allowlist(allowed_hosts)
     if not _listed(target.host, target, pairs):
-        raise UrlRefused(f"{target.host_port} is not in HTTP_EXPORT_ALLOWED_HOSTS")
+        raise UrlRefused(_("%(target)s is not in HTTP_EXPORT_ALLOWED_HOSTS") % {"target": target.host_port})
     try:
         ipaddress.ip_address(target.host)
         addresses = [target.host]
@@ -233,8 +234,11 @@ def check_url(
     for address in addresses:
         if not is_public(address) and not _listed(str(_address(address)), target, pairs):
             raise UrlRefused(
-                f"{target.host} resolves to an address that is not public; name that address "
-                "in HTTP_EXPORT_ALLOWED_HOSTS to allow it"
+                _(
+                    "%(host)s resolves to an address that is not public; name that address "
+                    "in HTTP_EXPORT_ALLOWED_HOSTS to allow it"
+                )
+                % {"host": target.host}
             )
     return CheckedUrl(target, tuple(addresses))
 

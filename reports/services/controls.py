@@ -14,10 +14,12 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services.counters import CANCELLATIONS, STOPS, bump_counter
 from reports.services.enqueue import enqueue_next_attempt_on_commit
+from reports.wording import status_word
 
 logger = logging.getLogger("reports.services")
 
@@ -26,13 +28,16 @@ CANCELLABLE = (TaskStatus.PENDING, TaskStatus.RETRYING)
 STOP_THEN_CANCEL = "cancel"
 STOP_THEN_RETRY = "retry"
 STOP_CHOICES = (STOP_THEN_CANCEL, STOP_THEN_RETRY)
+STOPPED = "stopped by an operator"
 
 
 class TaskNotControllable(Exception):
-    """The task is not (or no longer) in a state this control applies to."""
+    """The task is not (or no longer) in a state this control applies to. The message is in the
+    language active where it is raised: the console page's, the API client's, a command's."""
 
-    def __init__(self, task: ReportTask, message: str):
+    def __init__(self, task: ReportTask, message: str, *, action: str = ""):
         self.task = task
+        self.action = action
         super().__init__(message)
 
 
@@ -56,7 +61,14 @@ def cancel_task(*, task_id: int) -> Controlled:
             updated_at=now,
         )
         if not changed:
-            raise _refused(task_id, "cancel", f"only a {' or '.join(CANCELLABLE)} task can be cancelled")
+            raise _refused(
+                task_id,
+                "cancel",
+                lambda values: _(
+                    "cannot cancel task %(id)s: it is %(status)s; only a pending or retrying task can be cancelled"
+                )
+                % values,
+            )
         bump_counter(kind=task.kind, event=CANCELLATIONS)
         task.refresh_from_db()
     logger.info("task %s cancelled", task.public_id)
@@ -73,7 +85,13 @@ def retry_task_now(*, task_id: int) -> Controlled:
         )
         if not changed:
             raise _refused(
-                task_id, "retry now", "only a retrying task (waiting on its backoff) can be retried now"
+                task_id,
+                "retry now",
+                lambda values: _(
+                    "cannot retry task %(id)s now: it is %(status)s; only a retrying task (waiting on its "
+                    "backoff) can be retried now"
+                )
+                % values,
             )
         task = ReportTask.objects.get(pk=task_id)
         enqueue_next_attempt_on_commit(task)
@@ -98,9 +116,14 @@ def stop_attempt(*, task_id: int, attempt: int, then: str, note: str = "") -> Co
                 "next_retry_at": now,
                 "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
             }
-        message = f"stopped by an operator{': ' + note if note else ''}"[:500]
+        message = stopped_message(note)
         if not running.update(lease_expires_at=None, updated_at=now, last_error=message, **changes):
-            raise _refused(task_id, "stop", f"attempt {attempt} is not running")
+            raise _refused(
+                task_id,
+                "stop",
+                lambda values: _("cannot stop task %(id)s: it is %(status)s; attempt %(attempt)s is not running")
+                % {**values, "attempt": attempt},
+            )
         task = ReportTask.objects.get(pk=task_id)
         _close_stopped_attempt(task_id=task_id, attempt=attempt, now=now, message=message)
         bump_counter(kind=task.kind, event=STOPS)
@@ -110,6 +133,22 @@ def stop_attempt(*, task_id: int, attempt: int, then: str, note: str = "") -> Co
             enqueue_next_attempt_on_commit(task)
     logger.info("task %s attempt %s stopped; then %s", task.public_id, attempt, then)
     return Controlled(task=task, attempt=attempt)
+
+
+def stopped_message(note: str = "") -> str:
+    """What a stopped attempt and its task record as their error: stored in English, like every
+    error (the API and the logs read it); stopped_words gives it in the active language."""
+    return f"{STOPPED}{': ' + note if note else ''}"[:500]
+
+
+def stopped_words(stored: str) -> str:
+    """A stored error in the active language when it is a stop's; any other error as it is."""
+    stored = stored or ""
+    if stored == STOPPED:
+        return _("stopped by an operator")
+    if stored.startswith(STOPPED + ": "):
+        return _("stopped by an operator: %(note)s") % {"note": stored[len(STOPPED) + 2 :]}
+    return stored
 
 
 def _close_stopped_attempt(*, task_id: int, attempt: int, now, message: str) -> None:
@@ -126,8 +165,10 @@ def _close_stopped_attempt(*, task_id: int, attempt: int, now, message: str) -> 
     )
 
 
-def _refused(task_id: int, action: str, rule: str) -> TaskNotControllable:
+def _refused(task_id: int, action: str, sentence) -> TaskNotControllable:
+    """`sentence` words the refusal from the task's id and status (translated where it is raised)."""
     task = ReportTask.objects.filter(pk=task_id).first()
     if task is None:
-        return TaskNotControllable(ReportTask(pk=task_id), f"no task {task_id}")
-    return TaskNotControllable(task, f"cannot {action} task {task.public_id}: it is {task.status}; {rule}")
+        return TaskNotControllable(ReportTask(pk=task_id), _("no task %(id)s") % {"id": task_id}, action=action)
+    values = {"id": task.public_id, "status": status_word(task.status)}
+    return TaskNotControllable(task, sentence(values), action=action)

@@ -13,6 +13,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from reports.errors import InvalidParams
 from reports.kinds import KINDS
@@ -33,7 +34,7 @@ class KindNotPaused(Exception):
 
 def _check_kind(kind: object) -> str:
     if not isinstance(kind, str) or kind not in KINDS:
-        raise InvalidParams("kind", f"unknown report kind; known: {', '.join(sorted(KINDS))}")
+        raise InvalidParams("kind", _("unknown report kind; known: %(known)s") % {"known": ", ".join(sorted(KINDS))})
     return kind
 
 
@@ -66,7 +67,7 @@ def resume_kind(*, kind: object) -> int:
     another operator), InvalidParams for an unknown kind."""
     kind = _check_kind(kind)
     with transaction.atomic():
-        deleted, _ = PausedKind.objects.filter(kind=kind).delete()
+        deleted, _by_model = PausedKind.objects.filter(kind=kind).delete()
         if not deleted:
             raise KindNotPaused(kind)
         waiting = waiting_count(kind)
@@ -95,7 +96,7 @@ def enqueue_waiting(*, kind: str) -> int:
         if not rows:
             return count
         last_pk = rows[-1][0]
-        states = job_states([job_id_for(pk, attempt + 1) for pk, attempt, _, _ in rows])
+        states = job_states([job_id_for(pk, attempt + 1) for pk, attempt, *_rest in rows])
         items = [
             (pk, attempt + 1, priority, timeout)
             for pk, attempt, priority, timeout in rows

@@ -16,10 +16,12 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from reports.models import ReportTask, TaskStatus
 from reports.services.enqueue import enqueue_attempts_on_commit, enqueue_next_attempt_on_commit
 from reports.services.submission import validate_submission
+from reports.wording import status_word
 
 logger = logging.getLogger("reports.services")
 
@@ -32,14 +34,17 @@ class TaskNotReplayable(Exception):
     """Replay asked for a task that is not dead (already replayed, running, done).
 
     Its message goes to API clients, so it says when, never who: `replayed_by` (an operator's
-    username) is for the console's pages only."""
+    username) is for the console's pages only. It is in the language active where it is raised."""
 
     def __init__(self, task: ReportTask, replayed_by: str = "", replayed_at: datetime | None = None):
-        detail = f"task {task.public_id} is {task.status}, not dead"
+        values = {"id": task.public_id, "status": status_word(task.status)}
         if replayed_at:
-            detail += f"; it was replayed at {replayed_at:%Y-%m-%d %H:%M:%S} UTC"
+            values["when"] = f"{replayed_at:%Y-%m-%d %H:%M:%S}"
+            detail = _("task %(id)s is %(status)s, not dead; it was replayed at %(when)s UTC") % values
         elif replayed_by:
-            detail += "; it was replayed already"
+            detail = _("task %(id)s is %(status)s, not dead; it was replayed already") % values
+        else:
+            detail = _("task %(id)s is %(status)s, not dead") % values
         super().__init__(detail)
         self.task = task
         self.replayed_by = replayed_by
@@ -80,7 +85,7 @@ def requeue_dead_task(*, task_id: int, params: dict | None = None) -> Requeued:
             raise TaskNotFound(task_id)
         updates, diff = {}, None
         if params is not None:
-            _, cleaned, _ = validate_submission(kind=task.kind, params=params, priority=task.priority)
+            _kind, cleaned, _priority = validate_submission(kind=task.kind, params=params, priority=task.priority)
             if cleaned != task.params:
                 updates["params"] = cleaned
                 diff = {"before": task.params, "after": cleaned}

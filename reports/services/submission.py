@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from reports.errors import InvalidParams
 from reports.kinds import KINDS, get_kind
@@ -34,24 +35,30 @@ class SubmitResult:
 def validate_submission(*, kind: object, params: object, priority: object = None) -> tuple[str, dict, str]:
     """Check kind, params and priority; return them cleaned or raise InvalidParams naming the field."""
     if not isinstance(kind, str) or not kind:
-        raise InvalidParams("kind", "is required")
+        raise InvalidParams("kind", _("is required"))
     report_kind = get_kind(kind)
     if report_kind is None:
-        raise InvalidParams("kind", f"unknown report kind {kind[:64]!r}; known: {', '.join(sorted(KINDS))}")
+        raise InvalidParams(
+            "kind",
+            _("unknown report kind %(kind)r; known: %(known)s") % {"kind": kind[:64], "known": ", ".join(sorted(KINDS))},
+        )
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise InvalidParams("params", "must be a JSON object")
+        raise InvalidParams("params", _("must be a JSON object"))
     if contains_nul(params):
         # No database column takes NUL (PostgreSQL refuses it in text and JSON).
-        raise InvalidParams("params", "holds a NUL character (\\u0000), which is never accepted")
+        raise InvalidParams("params", _("holds a NUL character (\\u0000), which is never accepted"))
     size = len(json.dumps(params, ensure_ascii=False).encode())
     if size > settings.REPORT_PARAMS_MAX_BYTES:
-        raise InvalidParams("params", f"is {size} bytes; the limit is {settings.REPORT_PARAMS_MAX_BYTES}")
+        raise InvalidParams(
+            "params",
+            _("is %(size)d bytes; the limit is %(limit)d") % {"size": size, "limit": settings.REPORT_PARAMS_MAX_BYTES},
+        )
     if priority is None or priority == "":
         priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
     if priority not in Priority.values:
-        raise InvalidParams("priority", f"must be one of {', '.join(Priority.values)}")
+        raise InvalidParams("priority", _("must be one of %(choices)s") % {"choices": ", ".join(Priority.values)})
     cleaned = report_kind.validate(params)
     return kind, cleaned, priority
 

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from django.utils import translation
 from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
@@ -126,7 +127,10 @@ def run_kind(handed: HandedOver) -> RunResult:
             kind = get_kind(handed.kind)
             if kind is None:
                 raise PermanentError(f"report kind {handed.kind!r} is not installed on this worker")
-            path = kind.generate(handed.params, ctx)
+            # A report's errors are stored, grouped into causes by their text and read by API
+            # clients: one language for all of them, whatever LANGUAGE_CODE the console speaks.
+            with translation.override("en"):
+                path = kind.generate(handed.params, ctx)
             output_file = store_output(path, handed.public_id, handed.attempt) if path else ""
         except JobTimeoutException as exc:
             return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))

@@ -21,11 +21,21 @@
     if (scope && scope.value === "selected" && ticked === 0) {
       event.preventDefault();
       if (message) {
-        message.textContent = "Tick at least one dead letter first, or choose \u201ceverything matching this filter\u201d.";
+        // The words come from the page (data-nothing-ticked), in its language.
+        message.textContent = message.getAttribute("data-nothing-ticked");
         message.hidden = false;
       }
     } else if (message) {
       message.hidden = true;
+    }
+  });
+
+  // On a phone the sections scroll sideways in one row: bring the current one into view.
+  document.addEventListener("DOMContentLoaded", function () {
+    var current = document.querySelector(".nav [aria-current=page]");
+    var nav = current && current.parentElement;
+    if (nav && nav.scrollWidth > nav.clientWidth) {
+      nav.scrollLeft = current.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
     }
   });
 

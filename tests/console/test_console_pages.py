@@ -266,14 +266,14 @@ def test_list_bad_filter_values_get_a_400_page_not_a_500(op_client, query):
 def test_bad_filter_in_an_htmx_swap_shows_the_explanation(op_client):
     response = op_client.get("/console/dead-letters/?batch=nope", **HTMX)
     assert response.status_code == 200  # htmx swaps only 2xx answers
-    assert "<html" not in text(response) and "batch: &#x27;nope&#x27; is not a batch id" in text(response)
+    assert "<html" not in text(response) and "Batch: &#x27;nope&#x27; is not a batch id" in text(response)
 
 
 def test_bad_filter_page_shows_what_was_typed_so_it_can_be_fixed(op_client):
     # Seven hex digits: one short of the shortest fingerprint prefix the filter accepts.
     body = text(op_client.get("/console/dead-letters/?fingerprint=deadbee&kind=probe"))
     assert 'name="fingerprint" value="deadbee"' in body
-    assert "fingerprint: &#x27;deadbee&#x27; is not a fingerprint" in body
+    assert "Cause: &#x27;deadbee&#x27; is not a fingerprint" in body
 
 
 def test_list_tampered_cursor_is_ignored_with_a_notice(op_client):

@@ -26,7 +26,14 @@ from deadletters.services.kind_pauses import pause_kind
 from deadletters.services.replay import replay_dead_letter
 from reports.models import ReportBatch, TaskAttempt, TaskStatus
 from tests.conftest import operators_group
-from tests.console.visible_text import english_fragments, untranslated, visible_texts, with_cjk
+from tests.console.visible_text import (
+    english_fragments,
+    english_words,
+    message_texts,
+    untranslated,
+    visible_texts,
+    with_cjk,
+)
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
@@ -118,7 +125,7 @@ def world(client):
             "opwei", "erpclient", "monthclose", "http_export", "sales_summary", "probe", "192.0.2.1",
             "fixed region", "after fix", "stale", "downstream maintenance", "orders API unreachable",
             "gone stale", "unwanted", "region nowhere", "errcode 310000", "boom", "stopped",
-            "reports.errors.TransientError", "reports.errors.PermanentError",
+            "reports.errors.TransientError", "reports.errors.PermanentError", "colour",
         ],
     }
 
@@ -225,6 +232,8 @@ def test_every_console_page_in_chinese_shows_no_english_catalogue_text(world):
         body = response.content.decode()
         assert '<html lang="zh-Hans">' in body, name
         problems += [(name, *found) for found in untranslated(visible_texts(body), fragments, world["data"])]
+        # Messages and alerts: any English word, in the catalogue or not (a service's text).
+        problems += [(name, *found) for found in english_words(message_texts(body), world["data"])]
     assert not problems, "\n".join(f"{name}: {fragment!r} in {text!r}" for name, text, fragment in problems)
     assert {200, 400, 403, 404, 409, 429} <= _statuses_seen(answers)
 

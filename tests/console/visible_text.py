@@ -25,7 +25,6 @@ DATA_CLASSES = {
     "frame-code",
     "frame-path",
     "who",
-    "paused-reason",
 }
 DATA_TAGS = {"code", "pre", "script", "style"}
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -114,3 +113,70 @@ def untranslated(texts: list[str], fragments: re.Pattern, data: list[str]) -> li
 
 def with_cjk(texts: list[str]) -> list[str]:
     return [text for text in texts if CJK.search(text)]
+
+
+# Where a page says what went wrong or what was done: the messages after an action, alerts and
+# notices, a refusal's page, a form's errors. What the services raise ends up here.
+MESSAGE_CLASSES = {"messages", "alert", "notice", "conflict", "field-error", "error-list", "errorlist"}
+# Code-like words that read the same in both languages: acronyms, setting names, a date's format.
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+# What a person typed, quoted back as Python's repr ('yesterday' is not a date).
+_QUOTED = re.compile(r"'[^'\n]{0,200}'")
+_HEX_OR_UUID = re.compile(r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b|\b[0-9a-f]{8,40}\b")
+
+
+class _MessageCollector(_Collector):
+    """Visible text inside message areas only (user data still left out)."""
+
+    def __init__(self):
+        super().__init__()
+        self.areas: list[bool] = []  # per open element: inside a message area?
+
+    def _in_area(self) -> bool:
+        return bool(self.areas) and self.areas[-1]
+
+    def handle_starttag(self, tag, attrs):
+        found = dict(attrs)
+        classes = set((found.get("class") or "").split())
+        inside = self._in_area() or bool(classes & MESSAGE_CLASSES) or found.get("role") == "alert"
+        before = len(self.texts)
+        super().handle_starttag(tag, attrs)
+        if not inside:
+            del self.texts[before:]
+        if tag not in VOID_TAGS:
+            self.areas.append(inside)
+
+    def handle_startendtag(self, tag, attrs):
+        before = len(self.texts)
+        super().handle_startendtag(tag, attrs)
+        if not self._in_area():
+            del self.texts[before:]
+
+    def handle_endtag(self, tag):
+        super().handle_endtag(tag)
+        if tag not in VOID_TAGS and self.areas:
+            self.areas.pop()
+
+    def handle_data(self, data):
+        if self._in_area():
+            super().handle_data(data)
+
+
+def message_texts(html: str) -> list[str]:
+    collector = _MessageCollector()
+    collector.feed(html)
+    collector.close()
+    return [" ".join(text.split()) for text in collector.texts]
+
+
+def english_words(texts: list[str], data: list[str]) -> list[tuple[str, str]]:
+    """(text, word) for every English word left in a Chinese message: any word with a lowercase
+    letter, once user data (the given values, what was typed quoted back, ids, hex) is cut out. Not only the catalogue's
+    msgids: a message a service raised without gettext is caught too."""
+    found = []
+    for text in dict.fromkeys(texts):
+        for value in sorted(filter(None, data), key=len, reverse=True):
+            text = text.replace(value, " ")
+        text = _HEX_OR_UUID.sub(" ", _QUOTED.sub(" ", text))
+        found += [(text, word) for word in _LATIN_WORD.findall(text) if len(word) >= 2 and not word.isupper()]
+    return found

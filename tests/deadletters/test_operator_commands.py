@@ -115,3 +115,24 @@ def test_cancel_tasks_cancels_and_names_what_it_could_not():
     with pytest.raises(CommandError, match="2 of 2 tasks not cancelled"):
         call_command("cancel_tasks", str(done.public_id), "not-a-uuid", stdout=io.StringIO(), stderr=err)
     assert "it is done" in err.getvalue() and "no such task" in err.getvalue()
+
+
+def test_the_commands_speak_language_code(settings, tmp_path):
+    """Operators read what the shell prints: with LANGUAGE_CODE=zh-hans every line, the refusals the
+    services raise included, is Chinese (ids, kinds and file names as they are)."""
+    settings.LANGUAGE_CODE = "zh-hans"
+    replayed = make_dead_letter()
+    run("replay_deadletters", "--id", str(replayed.pk), "--reason", "first")
+    done = make_task(status=TaskStatus.DONE)
+    with pytest.raises(CommandError, match="1 条死信中有 1 条未重放"):
+        run("replay_deadletters", "--id", str(replayed.pk), "--reason", "again")
+    with pytest.raises(CommandError, match="2 个任务中有 2 个未取消"):
+        call_command("cancel_tasks", str(done.public_id), "nope", stdout=io.StringIO(), stderr=(err := io.StringIO()))
+    assert f"{done.public_id}：无法取消任务 {done.public_id}：它当前已完成" in err.getvalue()
+    assert "nope：没有此任务" in err.getvalue()
+    out, err = run("export_deadletters", "--status", "all", "--output", str(tmp_path / "letters.jsonl"))
+    assert err.strip() == f"已导出 1 条死信到 {tmp_path / 'letters.jsonl'}"
+    with pytest.raises(CommandError, match="--created-from：'yesterday' 不是日期"):
+        run("export_deadletters", "--created-from", "yesterday")
+    with pytest.raises(CommandError, match="请用 --id 指定死信"):
+        run("replay_deadletters")

@@ -1,7 +1,8 @@
-"""axe-core over every console page, in the light and the dark colour scheme: no violation.
+"""axe-core over every console page: no violation, in English and in Simplified Chinese, in the
+light and the dark colour scheme, on a desktop (1280 px) and on a phone (390 x 844).
 
 axe runs from the vendored copy in tests/vendor/axe-core (no network at test time). The pages get
-the data an operator at 3 a.m. would see (tests/system/test_browser_pages.seed_realistic), and each
+the data an operator at 3 a.m. would see (tests/system/test_browser_pages.seed_live), and each
 page is checked as served, with its htmx polling live.
 """
 
@@ -11,12 +12,11 @@ import pytest
 from playwright.sync_api import expect
 
 from deadletters.models import BulkAction, DeadLetter, DeadLetterStatus
-from deadletters.services.replay import replay_dead_letter
 from reports.models import ReportBatch
 from tests.conftest import browser_login
 from tests.console.test_traceback_view import CHAINED
 from tests.factories import make_dead_letter
-from tests.system.test_browser_pages import CONNECTION_ERROR, seed_realistic
+from tests.system.test_browser_pages import CONNECTION_ERROR, seed_live
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,11 +31,12 @@ RUN_AXE = """async () => {
 }"""
 
 
-def console_pages(letters) -> list[tuple[str, str]]:
+def console_pages(seeded) -> list[tuple[str, str]]:
     """(name, path) of every console page, with ids from the seeded data."""
-    letter = letters[0]
+    letter = seeded["letters"][0]
     replayed = DeadLetter.objects.filter(status=DeadLetterStatus.REPLAYED).first()
-    bulk = BulkAction.objects.get()
+    bulk = seeded["paused_bulk"]
+    finished = BulkAction.objects.filter(status="completed").first()
     batch = ReportBatch.objects.get()
     return [
         ("dashboard", "/console/"),
@@ -51,10 +52,18 @@ def console_pages(letters) -> list[tuple[str, str]]:
         ("discard confirmation", f"/console/dead-letters/{letter.pk}/discard/"),
         ("already replayed (409)", f"/console/dead-letters/{replayed.pk}/replay/"),
         ("tasks", "/console/tasks/"),
-        ("task", f"/console/tasks/{letter.task.public_id}/"),
+        ("task search", "/console/tasks/?q=orders&status=dead"),
+        ("task search, bad filter", "/console/tasks/?status=nonsense"),
+        ("task, dead", f"/console/tasks/{letter.task.public_id}/"),
+        ("task, pending", f"/console/tasks/{seeded['pending'].public_id}/"),
+        ("task, running", f"/console/tasks/{seeded['running'].public_id}/"),
+        ("running", "/console/running/"),
+        ("retrying", "/console/retrying/"),
+        ("snoozed alerts", "/console/alerts/snoozes/"),
         ("audit", "/console/audit/"),
         ("bulk actions", "/console/bulk/"),
-        ("bulk action", f"/console/bulk/{bulk.public_id}/"),
+        ("bulk action, paused", f"/console/bulk/{bulk.public_id}/"),
+        ("bulk action, finished", f"/console/bulk/{finished.public_id}/"),
         ("batches", "/console/batches/"),
         ("batch", f"/console/batches/{batch.public_id}/"),
         ("kinds", "/console/kinds/"),
@@ -62,9 +71,19 @@ def console_pages(letters) -> list[tuple[str, str]]:
     ]
 
 
-def violations_of(page) -> dict:
+def violations_of(page) -> list:
     page.add_script_tag(path=str(AXE))
-    return page.evaluate(RUN_AXE)
+    result = page.evaluate(RUN_AXE)
+    assert result["version"] == AXE_VERSION
+    return result["violations"]
+
+
+VIEWPORTS = {
+    "desktop": {"viewport": {"width": 1280, "height": 900}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True},
+}
+# What the browser asks for; the page must then say it in <html lang>.
+LANGUAGES = {"en": "en", "zh-CN": "zh-Hans"}
 
 
 @pytest.fixture
@@ -72,9 +91,9 @@ def axe_context(_playwright_browser, live_server):
     """Contexts that let the injected axe script run despite the pages' Content-Security-Policy."""
     contexts = []
 
-    def make(scheme: str):
+    def make(*, scheme: str, locale: str, viewport: str):
         context = _playwright_browser.new_context(
-            base_url=live_server.url, viewport={"width": 1280, "height": 900}, color_scheme=scheme, bypass_csp=True
+            base_url=live_server.url, color_scheme=scheme, locale=locale, bypass_csp=True, **VIEWPORTS[viewport]
         )
         context.set_default_timeout(15_000)
         contexts.append(context)
@@ -85,84 +104,64 @@ def axe_context(_playwright_browser, live_server):
         context.close()
 
 
-def test_every_console_page_has_no_axe_violation_in_light_and_dark(axe_context, operator, django_user_model):
-    letters = seed_realistic()
+def _special_views(page, seeded, letter_with_chain) -> dict[str, list]:
+    """Views that are not a plain GET: every fold open, a POST's answer, a refused form."""
+    found = {}
+    page.goto(f"/console/dead-letters/{letter_with_chain.pk}/")
+    for summary in page.locator("main details > summary").all():
+        summary.click()
+    expect(page.locator("details.tb-raw pre.traceback")).to_be_visible()
+    found["dead letter, unfolded"] = violations_of(page)
+    # A bulk preview, reached as an operator does: a cause's Replay button.
+    page.goto("/console/dead-letters/groups/")
+    page.locator("table.groups tbody tr button[value=replay]").first.click()
+    expect(page.locator("#bulk-count")).to_be_visible()
+    found["bulk preview"] = violations_of(page)
+    # The edit page answering invalid params (every error listed).
+    page.goto(f"/console/dead-letters/{seeded['letters'][0].pk}/replay/edit/")
+    page.locator("textarea[name=params]").fill('{"format": "pdf", "colour": 1}')
+    page.locator("form.confirm-form button.btn-primary").click()
+    expect(page.locator("#params-error")).to_be_visible()
+    found["replay edit, invalid"] = violations_of(page)
+    # A refused snooze (400) and a refused task control (409).
+    page.goto("/console/alerts/snoozes/")
+    page.locator("input[name=minutes]").fill("0")
+    page.locator("input[name=kind]").fill("probe")
+    page.locator("input[name=reason]").fill("noise")
+    page.evaluate("document.querySelector('input[name=minutes]').removeAttribute('min')")
+    page.locator("form[action$='/alerts/snooze/'] button[type=submit]").click()
+    expect(page.locator(".notice.error")).to_be_visible()
+    found["snooze refused (400)"] = violations_of(page)
+    return found
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+@pytest.mark.parametrize("locale", list(LANGUAGES))
+def test_every_console_page_has_no_axe_violation(axe_context, operator, django_user_model, locale, viewport):
+    seeded = seed_live()
     letter_with_chain = make_dead_letter(error_type=CONNECTION_ERROR, traceback=CHAINED, error_message="refused")
-    replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator")
     outsider = django_user_model.objects.create_user("viewer", password="viewer-pass-1", is_staff=True)
     assert not outsider.has_perm("deadletters.view_deadletter")
     found: dict[str, list] = {}
-    checked = 0
     for scheme in ("light", "dark"):
-        page = axe_context(scheme)
+        page = axe_context(scheme=scheme, locale=locale, viewport=viewport)
         assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
         page.goto("/console/login/")
-        result = violations_of(page)
-        assert result["version"] == AXE_VERSION
-        found[f"{scheme}: login"] = result["violations"]
+        found[f"{scheme}: login"] = violations_of(page)
         browser_login(page, next_path="/console/")
-        expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-        for name, path in console_pages(letters):
+        expect(page.locator("#dashboard-stats")).to_be_visible()
+        for name, path in console_pages(seeded):
             page.goto(path)
-            found[f"{scheme}: {name}"] = violations_of(page)["violations"]
-            checked += 1
-        # The dead letter with every fold open: library frames, earlier exceptions, the raw text.
-        page.goto(f"/console/dead-letters/{letter_with_chain.pk}/")
-        for summary in page.locator("main details > summary").all():
-            summary.click()
-        expect(page.locator("details.tb-raw pre.traceback")).to_be_visible()
-        found[f"{scheme}: dead letter, unfolded"] = violations_of(page)["violations"]
-        # A bulk preview (a POST's answer), reached as an operator does: a cause's Replay button.
-        page.goto("/console/dead-letters/groups/")
-        page.locator("table.groups tbody tr").first.get_by_role("button", name="Replay…").click()
-        expect(page.locator("#bulk-count")).to_be_visible()
-        found[f"{scheme}: bulk preview"] = violations_of(page)["violations"]
-        # The edit page answering invalid params (every error listed).
-        page.goto(f"/console/dead-letters/{letters[0].pk}/replay/edit/")
-        page.locator("textarea[name=params]").fill('{"format": "pdf", "colour": 1}')
-        page.get_by_role("button", name="Replay with these params").click()
-        expect(page.locator("#params-error")).to_be_visible()
-        found[f"{scheme}: replay edit, invalid"] = violations_of(page)["violations"]
+            assert page.locator("html").get_attribute("lang") == LANGUAGES[locale], name
+            found[f"{scheme}: {name}"] = violations_of(page)
+        for name, violations in _special_views(page, seeded, letter_with_chain).items():
+            found[f"{scheme}: {name}"] = violations
         # 403 for a staff account without the permission.
         page.context.clear_cookies()
         browser_login(page, username="viewer", password="viewer-pass-1", next_path="/console/")
-        expect(page.get_by_role("heading", name="403 · Not allowed")).to_be_visible()
-        found[f"{scheme}: forbidden (403)"] = violations_of(page)["violations"]
-        checked += 6
-    bad = {page: v for page, v in found.items() if v}
-    print(f"\naxe {AXE_VERSION}: {checked} page views checked (light and dark), "
-          f"{sum(len(v) for v in bad.values())} violations")
-    assert bad == {}
-
-
-def test_every_console_page_in_chinese_has_no_axe_violation(_playwright_browser, live_server, operator):
-    """The same pages in Simplified Chinese (a browser asking for zh-CN): <html lang> says zh-Hans, and
-    axe finds nothing either."""
-    letters = seed_realistic()
-    replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator")
-    context = _playwright_browser.new_context(
-        base_url=live_server.url, viewport={"width": 1280, "height": 900}, locale="zh-CN", bypass_csp=True
-    )
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    try:
-        page.goto("/console/login/")
-        expect(page.get_by_role("heading", name="登录报表控制台")).to_be_visible()
-        found = {"login": violations_of(page)["violations"]}
-        browser_login(page, next_path="/console/")
-        expect(page.get_by_role("heading", name="仪表盘")).to_be_visible()
-        for name, path in console_pages(letters):
-            page.goto(path)
-            assert page.locator("html").get_attribute("lang") == "zh-Hans", name
-            found[name] = violations_of(page)["violations"]
-        page.goto("/console/dead-letters/groups/")
-        page.locator("table.groups tbody tr").first.get_by_role("button", name="重放…").click()
-        expect(page.locator("#bulk-count")).to_be_visible()
-        found["bulk preview"] = violations_of(page)["violations"]
-    finally:
-        context.close()
+        expect(page.locator("main h1")).to_contain_text("403")
+        found[f"{scheme}: forbidden (403)"] = violations_of(page)
     bad = {name: v for name, v in found.items() if v}
-    print(f"\naxe {AXE_VERSION}: {len(found)} page views checked in zh-hans, {sum(len(v) for v in bad.values())} violations")
-    assert bad == {}
+    print(f"\naxe {AXE_VERSION}, {locale} at {viewport}: {len(found)} page views checked (light and dark), "
+          f"{sum(len(v) for v in bad.values())} violations")
+    assert bad == {}, "\n".join(f"{name}: {v}" for name, v in bad.items())

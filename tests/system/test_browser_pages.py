@@ -12,7 +12,10 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry
+from deadletters.alerts.snooze import snooze_alerts
+from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, BulkAction
+from deadletters.services.kind_pauses import pause_kind
+from deadletters.services.replay import replay_dead_letter
 from reports.models import ReportBatch, ReportTask, TaskAttempt, TaskStatus
 from tests.conftest import browser_login
 from tests.factories import make_dead_letter, make_task
@@ -118,6 +121,33 @@ def seed_realistic(now=None):
         details={"digest": True, "letters": 9},
     )
     return letters
+
+
+def seed_live():
+    """A night with live work besides the dead letters: running, retrying and waiting tasks, bulk
+    runs, a muted cause and a paused kind."""
+    letters = seed_realistic()
+    now = timezone.now()
+    replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
+    running = make_task(
+        kind="http_export", status=TaskStatus.RUNNING, attempt=2, started_at=now - timedelta(seconds=95),
+        lease_expires_at=now + timedelta(seconds=20), submitted_by="finance-scheduler",
+    )
+    TaskAttempt.objects.create(task=running, number=2, started_at=now - timedelta(seconds=95), worker="report-2.internal pid 4102")
+    retrying = make_task(
+        kind="sales_summary", status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(minutes=3),
+        last_error="requests.exceptions.ConnectionError: HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded",
+    )
+    pending = make_task(kind="sales_summary", status=TaskStatus.PENDING, params={"region": "eu", "month": "2026-10"})
+    paused = BulkAction.objects.create(
+        action="replay", status="paused", total=120, processed=48, succeeded=40, skipped=8, actor="operator",
+        reason="orders API back", rate_per_second=10, pause_threshold=0.5, paused_reason="Paused by operator.",
+        filters={"scope": "filter", "filter": {"status": "open", "kind": "http_export"}, "max_id": letters[-1].pk},
+    )
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator")
+    snooze_alerts(fingerprint=letters[0].fingerprint, minutes=120, reason="orders API maintenance window", actor="operator")
+    pause_kind(kind="http_export", actor="operator", reason="orders API down until 04:00")
+    return {"letters": letters, "running": running, "retrying": retrying, "pending": pending, "paused_bulk": paused}
 
 
 def test_login_lands_on_the_page_asked_for_and_dashboard_refreshes_itself(page, operator):

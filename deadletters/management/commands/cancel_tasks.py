@@ -1,6 +1,7 @@
 import uuid
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
 
 from deadletters.services.task_controls import task_cancel
 from reports.models import ReportTask
@@ -29,14 +30,14 @@ class Command(BaseCommand):
                 task = None
             if task is None:
                 refused += 1
-                self.stderr.write(f"{raw}: no such task")
+                self.stderr.write(_("%(id)s: no such task") % {"id": raw})
                 continue
             try:
                 task_cancel(task_id=task.pk, actor=actor, source="cli", reason=reason)
             except TaskNotControllable as exc:
                 refused += 1
-                self.stderr.write(f"{raw}: {exc}")
+                self.stderr.write(_("%(id)s: %(why)s") % {"id": raw, "why": exc})
                 continue
-            self.stdout.write(f"{raw}: cancelled")
+            self.stdout.write(_("%(id)s: cancelled") % {"id": raw})
         if refused:
-            raise CommandError(f"{refused} of {len(task_ids)} tasks not cancelled")
+            raise CommandError(_("%(refused)d of %(n)d tasks not cancelled") % {"refused": refused, "n": len(task_ids)})

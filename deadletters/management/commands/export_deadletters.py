@@ -2,6 +2,8 @@ import csv
 import json
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from deadletters.filters import filtered_dead_letters
 from deadletters.management.filter_options import add_filter_options, filters_from_options
@@ -42,7 +44,7 @@ class Command(BaseCommand):
         try:
             stream = self.stdout if output == "-" else open(output, "w", newline="", encoding="utf-8")
         except OSError as exc:
-            raise CommandError(f"cannot write {output}: {exc}") from None
+            raise CommandError(_("cannot write %(file)s: %(why)s") % {"file": output, "why": exc}) from None
         written = 0
         try:
             writer = csv.DictWriter(stream, fieldnames=FIELDS) if format == "csv" else None
@@ -56,11 +58,17 @@ class Command(BaseCommand):
                     stream.write(json.dumps(row, ensure_ascii=False) + "\n")
                 written += 1
                 if verbosity >= 1 and written % PROGRESS_EVERY == 0:
-                    self.stderr.write(f"{written} exported...")
+                    self.stderr.write(_("%(n)d exported...") % {"n": written})
         except OSError as exc:
-            raise CommandError(f"writing {output} failed after {written} letters: {exc}") from None
+            raise CommandError(
+                _("writing %(file)s failed after %(n)d dead letters: %(why)s") % {"file": output, "n": written, "why": exc}
+            ) from None
         finally:
             if stream is not self.stdout:
                 stream.close()
         if verbosity >= 1:
-            self.stderr.write(f"{written} dead letters exported" + ("" if output == "-" else f" to {output}"))
+            if output == "-":
+                done = ngettext("%(n)d dead letter exported", "%(n)d dead letters exported", written)
+            else:
+                done = ngettext("%(n)d dead letter exported to %(file)s", "%(n)d dead letters exported to %(file)s", written)
+            self.stderr.write(done % {"n": written, "file": output})

@@ -2,10 +2,13 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from deadletters.audit import ReasonRequired
 from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import start_bulk_action
+from deadletters.bulk.pause_reasons import pause_reason_words
 from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import (
     SCOPE_FILTER,
@@ -19,6 +22,7 @@ from deadletters.models import BulkAction, BulkActionStatus
 from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
 from reports.services import TaskNotReplayable
+from reports.wording import status_word
 
 ENDED = (
     BulkActionStatus.COMPLETED,
@@ -83,7 +87,7 @@ class Command(BaseCommand):
         except InvalidBulkRequest as exc:
             raise CommandError(_option_message(exc)) from None
         if canary_success is not None and not plan["canary"]:
-            raise CommandError("--canary-success goes with --canary K")
+            raise CommandError(_("--canary-success goes with --canary K"))
         planned = bool(plan["canary"] or plan["start_at"])
         if ids and not planned:
             return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
@@ -98,10 +102,13 @@ class Command(BaseCommand):
                     check_canary_fits(plan["canary"], count)
             except InvalidBulkRequest as exc:
                 raise CommandError(_option_message(exc)) from None
-            self.stdout.write(f"{count} dead letters would be replayed")
+            self.stdout.write(
+                ngettext("%(n)d dead letter would be replayed", "%(n)d dead letters would be replayed", count)
+                % {"n": count}
+            )
             return
         try:
-            bulk, _ = start_bulk_action(
+            bulk, _created = start_bulk_action(
                 selection=selection,
                 actor=actor,
                 ip_address=None,
@@ -116,16 +123,28 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if bulk.status == BulkActionStatus.SCHEDULED:
             self.stdout.write(
-                f"bulk replay {bulk.public_id} scheduled for {bulk.start_at.isoformat()} "
-                f"(in {_seconds_until(bulk.start_at)}): {bulk.total} dead letters at {bulk.rate_per_second}/s"
-                + (f", canary {bulk.canary_size}" if bulk.canary_size else "")
-                + ". Cancel it from the console's Bulk actions, or POST /report/bulk/<id>/cancel."
+                _("bulk replay %(id)s scheduled for %(at)s (in %(wait)s): %(n)d dead letters at %(rate)s/s")
+                % {
+                    "id": bulk.public_id,
+                    "at": bulk.start_at.isoformat(),
+                    "wait": _seconds_until(bulk.start_at),
+                    "n": bulk.total,
+                    "rate": bulk.rate_per_second,
+                }
+                + (_(", canary %(k)d") % {"k": bulk.canary_size} if bulk.canary_size else "")
+                + _(". Cancel it from the console's Bulk actions, or POST /report/bulk/<id>/cancel.")
             )
             return
         self.stdout.write(
-            f"bulk replay {bulk.public_id} started: {bulk.total} dead letters at {bulk.rate_per_second}/s"
+            ngettext(
+                "bulk replay %(id)s started: %(n)d dead letter at %(rate)s/s",
+                "bulk replay %(id)s started: %(n)d dead letters at %(rate)s/s",
+                bulk.total,
+            )
+            % {"id": bulk.public_id, "n": bulk.total, "rate": bulk.rate_per_second}
             + (
-                f", canary of {bulk.canary_size} first ({bulk.canary_success:.0%} must succeed)"
+                _(", canary of %(k)d first (%(share)s must succeed)")
+                % {"k": bulk.canary_size, "share": f"{bulk.canary_success:.0%}"}
                 if bulk.canary_size
                 else ""
             )
@@ -139,25 +158,28 @@ class Command(BaseCommand):
             return build_selection(action="replay", scope=SCOPE_SELECTED, ids=ids)
         filters = filters_from_options(options)
         if not filters.is_narrowed:
-            raise CommandError("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)")
+            raise CommandError(_("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
         return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
 
     def _replay_ids(self, ids, *, reason, actor, dry_run) -> None:
         failed = 0
         for letter_id in ids:
             if dry_run:
-                self.stdout.write(f"would replay dead letter {letter_id}")
+                self.stdout.write(_("would replay dead letter %(id)s") % {"id": letter_id})
                 continue
             try:
                 replay_dead_letter(
                     dead_letter_id=letter_id, actor=actor, ip_address=None, reason=reason, source="cli"
                 )
-                self.stdout.write(f"dead letter {letter_id} replayed")
-            except (DeadLetterNotFound, TaskNotReplayable, ReasonRequired) as exc:
+                self.stdout.write(_("dead letter %(id)s replayed") % {"id": letter_id})
+            except DeadLetterNotFound:
                 failed += 1
-                self.stderr.write(f"dead letter {letter_id} not replayed: {exc}")
+                self.stderr.write(_("dead letter %(id)s not replayed: there is no such dead letter") % {"id": letter_id})
+            except (TaskNotReplayable, ReasonRequired) as exc:
+                failed += 1
+                self.stderr.write(_("dead letter %(id)s not replayed: %(why)s") % {"id": letter_id, "why": exc})
         if failed:
-            raise CommandError(f"{failed} of {len(ids)} dead letters not replayed")
+            raise CommandError(_("%(failed)d of %(n)d dead letters not replayed") % {"failed": failed, "n": len(ids)})
 
     def _follow(self, bulk_id: int, verbosity: int) -> None:
         """Print progress until the bulk ends (and, while it waits on its canary, what the canary's
@@ -173,20 +195,39 @@ class Command(BaseCommand):
                 break
             time.sleep(FOLLOW_EVERY_SECONDS)
         if bulk.status != BulkActionStatus.COMPLETED:
-            why = (bulk.canary_result or {}).get("reason") or bulk.paused_reason or bulk.error or "see the console"
-            raise CommandError(f"the bulk replay ended {bulk.status}: {why}")
+            why = (
+                (bulk.canary_result or {}).get("reason")
+                or pause_reason_words(bulk.paused_reason)
+                or bulk.error
+                or _("see the console")
+            )
+            raise CommandError(
+                _("the bulk replay ended %(status)s: %(why)s") % {"status": status_word(bulk.status), "why": why}
+            )
 
 
 def _progress_line(bulk: BulkAction) -> str:
     canary = canary_view(bulk)
     if bulk.status == BulkActionStatus.CANARY and canary:
         deadline = timezone.localtime(canary["deadline"]).strftime("%H:%M:%S") if canary["deadline"] else "?"
-        return (
-            f"canary: {canary['done']} of {canary['replayed']} replayed tasks done, {canary['died_again']} died "
-            f"again, {canary['unfinished']} unfinished ({canary['needed']} must be done; decided by {deadline} "
-            "at the latest)"
-        )
-    line = f"{bulk.status}: {bulk.processed} of {bulk.total} ({bulk.percent}%), {bulk.succeeded} replayed"
+        return _(
+            "canary: %(done)d of %(replayed)d replayed tasks done, %(died)d died again, %(unfinished)d "
+            "unfinished (%(needed)d must be done; decided by %(deadline)s at the latest)"
+        ) % {
+            "done": canary["done"],
+            "replayed": canary["replayed"],
+            "died": canary["died_again"],
+            "unfinished": canary["unfinished"],
+            "needed": canary["needed"],
+            "deadline": deadline,
+        }
+    line = _("%(status)s: %(processed)d of %(total)d (%(percent)d%%), %(succeeded)d replayed") % {
+        "status": status_word(bulk.status),
+        "processed": bulk.processed,
+        "total": bulk.total,
+        "percent": bulk.percent,
+        "succeeded": bulk.succeeded,
+    }
     if canary and canary["phase"] in ("passed", "failed"):
         line += f"; {canary['reason']}"
     return line
@@ -200,4 +241,4 @@ def _seconds_until(moment) -> str:
 
 def _option_message(exc: InvalidBulkRequest) -> str:
     option = {"start_at": "--at", "canary": "--canary", "canary_success": "--canary-success"}.get(exc.field)
-    return f"{option} {str(exc).split(': ', 1)[1]}" if option else str(exc)
+    return f"{option} {exc.message}" if option else str(exc)
