@@ -1,15 +1,17 @@
-"""The last hours of report work, hour by hour, for the console's charts, overall or for one kind:
-the attempts that finished (how many, how many succeeded, the p50 and p95 of their run time) and
-the queue wait of first attempts (p50 and p95).
+"""The last hours of report work, hour by hour, for the console's charts, for every kind together
+and for each kind: the attempts that finished (how many, how many succeeded, the p50 and p95 of
+their run time) and the queue wait of first attempts (p50 and p95).
 
-One statement per family, grouped by hour in the database, never one per hour.
+One statement per family for every kind and every hour at once, never one per hour or per kind.
 
-Percentiles: PostgreSQL computes them exactly (percentile_cont). SQLite has no such aggregate: its
-statement returns each hour's exact counts and at most `sample` of the hour's values, chosen by a
-fixed hash of the attempt id (a pseudo-random sample that is the same on every refresh), and Python
-interpolates between ranks as percentile_cont does. An hour of at most `sample` values is exact on
-both; above it, the figure is the value at a rank within reports.percentiles.sample_rank_margin of
-the exact one (1.5 points for p95, 3.4 for p50, with 2,000 values).
+Percentiles: PostgreSQL computes them exactly in the database (percentile_cont, grouped by
+GROUPING SETS). SQLite has no such aggregate: its statement returns each (kind, hour)'s exact counts
+(a GROUP BY) and the values themselves, and Python interpolates between ranks as percentile_cont
+does (reports/percentiles.py), so both databases agree exactly. The values read are bounded: when
+the window holds more than `sample` values, a pseudo-random sample of about `sample` of them is
+read instead (those whose id falls under a threshold of a fixed multiplicative hash: the same
+sample on every refresh), and an hour's figure is then within sample_rank_margin of its sampled
+count of the exact rank (HourFigures.estimated; the page says so).
 
 Queue wait: an attempt row holds when it started, not when it was enqueued. A first attempt (number
 1) became due when its task was submitted, so its wait is its start minus the task's created_at.
@@ -28,9 +30,9 @@ from django.utils import timezone
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt
 from reports.percentiles import percentile_cont
 
-# Values per hour the SQLite path reads to estimate a percentile (see the module's docstring).
-PERCENTILE_SAMPLE = 2000
-# A fixed pseudo-random order of attempt ids (Knuth's multiplicative hash), for the sample.
+# At most about this many values per family the SQLite path reads (see the module's docstring).
+PERCENTILE_SAMPLE = 200_000
+# A fixed pseudo-random number in [0, 2^32) per attempt id (Knuth's multiplicative hash), for the sample.
 _HASH = "((a.id * 2654435761) %% 4294967296)"
 
 
@@ -69,8 +71,8 @@ def _task_lookup(columns: str, tasks: str) -> str:
 
 def finished_attempts_statement(*, start, end, sample: int) -> tuple[str, list]:
     """Attempts that finished per hour, for every kind together and for each kind. PostgreSQL:
-    (kind or None, hour, count, succeeded, measured, [p50, p95]) per group; elsewhere (kind, hour,
-    count, succeeded, measured, picked for every kind, picked for its kind, one duration) per sampled row."""
+    (kind or None, hour, count, succeeded, measured, [p50, p95]) per group; SQLite: see
+    _sqlite_statement."""
     attempts, tasks = _tables()
     if connection.vendor == "postgresql":
         sql = f"""SELECT CASE WHEN GROUPING(t.kind) = 0 THEN t.kind END,
@@ -81,27 +83,22 @@ def finished_attempts_statement(*, start, end, sample: int) -> tuple[str, list]:
             WHERE a.finished_at >= %s AND a.finished_at < %s
             GROUP BY GROUPING SETS ((hour), (t.kind, hour))"""
         return sql, [AttemptOutcome.SUCCEEDED, start, end]
-    hour = "strftime('%%Y-%%m-%%d %%H:00:00', a.finished_at)"
-    order = f"ORDER BY a.duration_seconds IS NULL, {_HASH}"
-    sql = f"""SELECT kind, hour, n, succeeded, measured, pick_all <= %s, pick_kind <= %s, value FROM (
-        SELECT t.kind AS kind, {hour} AS hour, a.duration_seconds AS value,
-            count(*) OVER per_kind AS n,
-            sum(a.outcome = %s) OVER per_kind AS succeeded,
-            count(a.duration_seconds) OVER per_kind AS measured,
-            row_number() OVER (PARTITION BY {hour} {order}) AS pick_all,
-            row_number() OVER (PARTITION BY t.kind, {hour} {order}) AS pick_kind
-        FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id
-        WHERE a.finished_at >= %s AND a.finished_at < %s
-        WINDOW per_kind AS (PARTITION BY t.kind, {hour})
-    ) WHERE pick_all <= %s OR pick_kind <= %s"""
-    return sql, [sample, sample, AttemptOutcome.SUCCEEDED, _db_time(start), _db_time(end), sample, sample]
+    window = "a.finished_at >= %s AND a.finished_at < %s"
+    return _sqlite_statement(
+        counts="count(*), sum(a.outcome = %s), count(a.duration_seconds)",
+        count_params=[AttemptOutcome.SUCCEEDED],
+        value="a.duration_seconds",
+        hour="a.finished_at",
+        where=window,
+        where_params=[_db_time(start), _db_time(end)],
+        sample=sample,
+    )
 
 
 def queue_wait_statement(*, start, end, sample: int) -> tuple[str, list]:
     """First attempts that started per hour and their wait, for every kind together and for each
-    kind. PostgreSQL: (kind or None, hour, count, [p50, p95]) per group; elsewhere (kind, hour,
-    count, picked for every kind, picked for its kind, one wait) per sampled row. A wait below 0
-    (the clocks of two hosts) counts as 0."""
+    kind. PostgreSQL: (kind or None, hour, count, [p50, p95]) per group; SQLite: see
+    _sqlite_statement. A wait below 0 (the clocks of two hosts) counts as 0."""
     attempts, tasks = _tables()
     if connection.vendor == "postgresql":
         sql = f"""SELECT CASE WHEN GROUPING(t.kind) = 0 THEN t.kind END,
@@ -112,17 +109,31 @@ def queue_wait_statement(*, start, end, sample: int) -> tuple[str, list]:
             WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s
             GROUP BY GROUPING SETS ((hour), (t.kind, hour))"""
         return sql, [start, end]
-    hour = "strftime('%%Y-%%m-%%d %%H:00:00', a.started_at)"
-    sql = f"""SELECT kind, hour, n, pick_all <= %s, pick_kind <= %s, value FROM (
-        SELECT t.kind AS kind, {hour} AS hour,
-            max({_sqlite_seconds_between("t.created_at", "a.started_at")}, 0) AS value,
-            count(*) OVER (PARTITION BY t.kind, {hour}) AS n,
-            row_number() OVER (PARTITION BY {hour} ORDER BY {_HASH}) AS pick_all,
-            row_number() OVER (PARTITION BY t.kind, {hour} ORDER BY {_HASH}) AS pick_kind
-        FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id
-        WHERE a.number = 1 AND a.started_at >= %s AND a.started_at < %s
-    ) WHERE pick_all <= %s OR pick_kind <= %s"""
-    return sql, [sample, sample, _db_time(start), _db_time(end), sample, sample]
+    return _sqlite_statement(
+        counts="count(*), 0, count(*)",
+        count_params=[],
+        value=f"max({_sqlite_seconds_between('t.created_at', 'a.started_at')}, 0)",
+        hour="a.started_at",
+        where="a.number = 1 AND a.started_at >= %s AND a.started_at < %s",
+        where_params=[_db_time(start), _db_time(end)],
+        sample=sample,
+    )
+
+
+def _sqlite_statement(*, counts, count_params, value, hour, where, where_params, sample) -> tuple[str, list]:
+    """Rows (kind, hour, count, succeeded, measured, None) of exact counts per (kind, hour), then
+    rows (kind, hour, None, None, None, value) of the values, all of them or the hash sample when the
+    window holds more than `sample`. The hour is the stored time's first 13 characters
+    ("YYYY-MM-DD HH", UTC, as Django stores it): no date function per row."""
+    attempts, tasks = _tables()
+    source = f"FROM {attempts} a JOIN {tasks} t ON t.id = a.task_id WHERE {where}"
+    rate = f"%s * 1.0 / max(%s, (SELECT count(*) FROM {attempts} a WHERE {where}))"
+    sql = f"""SELECT t.kind, substr({hour}, 1, 13), {counts}, NULL {source} GROUP BY 1, 2
+        UNION ALL
+        SELECT t.kind, substr({hour}, 1, 13), NULL, NULL, NULL, {value} {source}
+            AND {value} IS NOT NULL AND {_HASH} < 4294967296 * ({rate})"""
+    params = [*count_params, *where_params, *where_params, sample, sample, *where_params]
+    return sql, params
 
 
 def _sqlite_seconds_between(earlier: str, later: str) -> str:
@@ -160,7 +171,7 @@ def finished_attempts_by_hour(*, hours: int = 24, now: datetime | None = None, s
                 p95=quantiles[1] if quantiles else None,
             )
     else:
-        found = _from_samples(rows, counts=lambda row: {"count": row[2], "completions": row[3], "measured": row[4]})
+        found = _from_sqlite_rows(rows, fields=("count", "completions", "measured"))
     return {kind: _every_hour(figures, start, hours) for kind, figures in found.items()}
 
 
@@ -175,40 +186,39 @@ def queue_wait_by_hour(*, hours: int = 24, now: datetime | None = None, sample: 
                 start=_utc_hour(hour), count=n, measured=n, sampled=n, p50=quantiles[0], p95=quantiles[1]
             )
     else:
-        found = _from_samples(rows, counts=lambda row: {"count": row[2], "measured": row[2]})
+        found = _from_sqlite_rows(rows, fields=("count", "completions", "measured"))
     return {kind: _every_hour(figures, start, hours) for kind, figures in found.items()}
 
 
-def _from_samples(rows, *, counts) -> dict[str | None, dict[datetime, HourFigures]]:
-    """The SQLite statement's rows (one per sampled value, each carrying its kind's counts and
-    whether it is in the sample of every kind and of its kind) grouped into figures: counts per
-    kind, summed for every kind; percentiles of each sample."""
-    per_kind: dict[tuple, tuple[dict, list[float]]] = {}
-    every: dict[datetime, list[float]] = {}
-    for row in rows:
-        kind, hour, value = row[0], _utc_hour(row[1]), row[-1]
-        in_every, in_kind = row[-3], row[-2]
-        fields, values = per_kind.setdefault((kind, hour), (counts(row), []))
-        if value is not None and in_kind:
-            values.append(float(value))
-        if value is not None and in_every:
-            every.setdefault(hour, []).append(float(value))
+def _from_sqlite_rows(rows, *, fields) -> dict[str | None, dict[datetime, HourFigures]]:
+    """The SQLite statement's rows into figures: counts per (kind, hour), summed for every kind; the
+    percentiles of each group's values, and of every kind's values of the hour."""
+    counts: dict[tuple, dict] = {}
+    values: dict[tuple, list[float]] = {}
+    hours: dict[str, datetime] = {}
+    for kind, hour_text, n, succeeded, measured, value in rows:
+        hour = hours.get(hour_text) or hours.setdefault(hour_text, _utc_hour(f"{hour_text}:00:00"))
+        if n is not None:
+            totals = dict(zip(fields, (n, succeeded, measured), strict=True))
+            for key in ((kind, hour), (EVERY_KIND, hour)):
+                known = counts.setdefault(key, dict.fromkeys(fields, 0))
+                for name, number in totals.items():
+                    known[name] += number
+        else:
+            values.setdefault((kind, hour), []).append(value)
+    for (_kind, hour), sample in list(values.items()):
+        values.setdefault((EVERY_KIND, hour), []).extend(sample)
     found: dict[str | None, dict[datetime, HourFigures]] = {EVERY_KIND: {}}
-    totals: dict[datetime, dict] = {}
-    for (kind, hour), (fields, values) in per_kind.items():
-        found.setdefault(kind, {})[hour] = _figures(hour, fields, values)
-        summed = totals.setdefault(hour, dict.fromkeys(fields, 0))
-        for name, value in fields.items():
-            summed[name] += value
-    for hour, fields in totals.items():
-        found[EVERY_KIND][hour] = _figures(hour, fields, every.get(hour, []))
+    for (kind, hour), known in counts.items():
+        sample = values.get((kind, hour), [])
+        found.setdefault(kind, {})[hour] = HourFigures(
+            start=hour,
+            sampled=len(sample),
+            p50=percentile_cont(sample, 0.5),
+            p95=percentile_cont(sample, 0.95),
+            **known,
+        )
     return found
-
-
-def _figures(hour: datetime, fields: dict, values: list[float]) -> HourFigures:
-    return HourFigures(
-        start=hour, sampled=len(values), p50=percentile_cont(values, 0.5), p95=percentile_cont(values, 0.95), **fields
-    )
 
 
 def _every_hour(found: dict[datetime, HourFigures], start: datetime, hours: int) -> list[HourFigures]:

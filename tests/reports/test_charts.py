@@ -148,7 +148,8 @@ def test_a_negative_wait_counts_as_zero(window):
 
 def test_a_busy_hour_read_from_a_sample_stays_within_the_documented_margin(window):
     """1,000 attempts in one hour, run times 1..1000 s in an order unrelated to their ids, read with
-    a sample of 100: PostgreSQL is exact, SQLite within sample_rank_margin of the exact ranks."""
+    a sample of 100: PostgreSQL is exact, SQLite within sample_rank_margin (of the values it read)
+    of the exact ranks."""
     busy, n, sample = window["busy"], 1000, 100
     runs = [float((i * 337) % n + 1) for i in range(n)]  # a permutation of 1..1000
     ReportTask.objects.bulk_create(
@@ -175,8 +176,8 @@ def test_a_busy_hour_read_from_a_sample_stays_within_the_documented_margin(windo
             assert not hour.estimated
             assert figure == pytest.approx(exact(runs, fraction))
         else:
-            assert hour.estimated and hour.sampled == sample
-            margin = sample_rank_margin(fraction, sample)
+            assert hour.estimated and sample / 2 < hour.sampled < sample * 2
+            margin = sample_rank_margin(fraction, hour.sampled)
             low = percentile_cont(runs, max(fraction - margin, 0.0))
             high = percentile_cont(runs, min(fraction + margin, 1.0))
             assert low <= figure <= high, (fraction, figure, low, high)
