@@ -134,9 +134,13 @@ def explain() -> None:
         "finished attempts": charts.finished_attempts_statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE),
         "queue waits": charts.queue_wait_statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE),
     }
-    with connection.cursor() as cursor:
+    from django.db import transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
         for name, (sql, params) in statements.items():
             if connection.vendor == "postgresql":
+                for setting in charts._PG_SETTINGS:  # as the charts run them
+                    cursor.execute(setting)
                 cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", params)
                 print(f"plan of {name}:\n" + "\n".join(row[0] for row in cursor.fetchall()))
             else:
