@@ -48,12 +48,29 @@ def remove_scratch(public_id: str, attempt: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class _ScratchFile(File):
+    """The kind's finished file, which the filesystem storage moves into place (a rename when the
+    scratch directory and the storage share a filesystem, else a copy) instead of streaming it."""
+
+    def __init__(self, path: Path):
+        super().__init__(None, name=str(path))
+        self._path = str(path)
+
+    def temporary_file_path(self) -> str:
+        return self._path
+
+
 def store_output(local_path, public_id: str, attempt: int) -> str:
     """Upload the kind's file under the attempt's prefix, streamed in chunks (S3: a multipart
-    upload), and return the stored name the task row keeps."""
+    upload; the filesystem storage moves it), and return the stored name the task row keeps.
+    The local file is gone afterwards on the filesystem storage."""
     local_path = Path(local_path)
+    storage = output_storage()
+    name = f"{attempt_prefix(public_id, attempt)}/{local_path.name}"
+    if isinstance(storage, FileSystemStorage):
+        return storage.save(name, _ScratchFile(local_path))
     with local_path.open("rb") as handle:
-        return output_storage().save(f"{attempt_prefix(public_id, attempt)}/{local_path.name}", File(handle))
+        return storage.save(name, File(handle))
 
 
 def open_output(name: str):
