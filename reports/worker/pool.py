@@ -63,6 +63,7 @@ class PoolReportWorker(ReportWorker):
         self._cold = False
         self._next_beat = 0.0
         self._ended: list[pool_rq.Ended] = []  # recorded; RQ not told yet
+        self._starting: list[_InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
 
     # --- the loop's hooks ---------------------------------------------------------------
@@ -98,7 +99,7 @@ class PoolReportWorker(ReportWorker):
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
-                self._tell_rq()
+                    self._tell_rq()
         slot = pool_rq.taken_slot(job)
         if slot is not None:  # its id and meta looked like a report attempt's; its payload is not one
             pool_rq.give_back_slot(job.id, slot)
@@ -126,6 +127,7 @@ class PoolReportWorker(ReportWorker):
             self.log.info("Worker %s: suspended in burst mode, exiting", self.name)
             raise StopRequested
         self.log.info("Worker %s: suspended, run `rq resume` to resume", self.name)
+        self._tell_rq()
         before = self.get_state()
         self.set_state(WorkerStatus.SUSPENDED)
         while not self._stop_requested and is_suspended(self.connection):
@@ -182,8 +184,8 @@ class PoolReportWorker(ReportWorker):
         finally:
             if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
                 pool_horses.kill(horse)
-        # RQ hears of the start while the horse runs: the report does not wait for it.
-        inflight.execution = self._tell_rq(starting=(job, queue))
+        # RQ hears of the start while the horse runs (with the other hand-overs made meanwhile).
+        self._starting.append(inflight)
 
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
@@ -217,6 +219,7 @@ class PoolReportWorker(ReportWorker):
         return max(min(self._next_beat, self._next_promote) - time.monotonic(), 0.01)
 
     def _drain(self) -> None:
+        self._tell_rq()
         while self._inflight:
             self._service(self._beat_wait())
 
@@ -301,7 +304,7 @@ class PoolReportWorker(ReportWorker):
         if result is None:
             result = horse_exit_result(b"", None, overrun=False)
         self._recorder.record(inflight.task, result, release_slot=False)
-        self._ended.append(pool_rq.Ended(inflight.job, inflight.execution, result.status, inflight.task))
+        self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
         if (
             horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
             or result.status == report_job.TIMEOUT
@@ -333,20 +336,20 @@ class PoolReportWorker(ReportWorker):
         except RedisError as exc:
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
-    def _tell_rq(self, starting: tuple | None = None):
-        """RQ's bookkeeping: the end of the attempts recorded so far (their slots released, if the
-        dequeue has not done it) and the start of `starting`, in one round trip. Returns the
-        started job's Execution (None when Redis failed: the database is the truth; the slots'
-        leases free them and the reaper loop wakes their waiters)."""
+    def _tell_rq(self) -> None:
+        """RQ's bookkeeping of the hand-overs made and the attempts recorded since the last time,
+        in one round trip (the slots not yet released by a dequeue are released in it). When Redis
+        fails, the database is still the truth: the slots' leases free them and the reaper loop
+        wakes their waiters."""
         ended, self._ended = self._ended, []
-        if not ended and starting is None:
-            return None
+        starting, self._starting = self._starting, []
+        if not ended and not starting:
+            return
         try:
-            return pool_rq.bookkeeping(self, ended=ended, starting=starting)
+            pool_rq.bookkeeping(self, ended=ended, starting=starting, idle_after=not self._inflight)
         except RedisError as exc:
-            logger.error("RQ bookkeeping of job(s) %s failed: %s",
-                         ", ".join(each.job.id for each in ended) or starting[0].id, exc)
-            return None
+            jobs = [each.running.job.id for each in ended] + [each.job.id for each in starting]
+            logger.error("RQ bookkeeping of job(s) %s failed: %s", ", ".join(jobs), exc)
 
     # --- a job that is not a report attempt, in a horse of its own -------------------------
 

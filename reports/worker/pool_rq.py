@@ -1,6 +1,7 @@
 """RQ's bookkeeping of a report job in a pool worker, done by the worker process: what rq.Worker
 spreads over five to eight round trips per job (and its horse over more), in one pipeline sent
-once the next job is with its horse: the start of that job and the end of those recorded before it.
+once the next jobs are with their horses: the start of those jobs and the end of those recorded
+before them.
 The concurrency slots of the recorded attempts are released before the next claim, in the round
 trip that dequeues the next job. The keys and fields written are RQ's own (its Execution,
 StartedJobRegistry, FinishedJobRegistry, Result, the job hash and the worker's counters), so `rq
@@ -67,8 +68,7 @@ GONE = object()
 class Ended:
     """A report job whose outcome is recorded and whose end RQ has not been told yet."""
 
-    job: Job
-    execution: Execution | None
+    running: object  # the worker's own record of the job: .job, and .execution once RQ heard of its start
     return_value: str
     task: object  # the ReportTask
     slot_released: bool = False
@@ -124,28 +124,33 @@ def taken_slot(job) -> "tuple[str, bytes] | None":
     return getattr(job, "report_slot", None)
 
 
-def bookkeeping(worker, *, ended: list[Ended], starting: tuple[Job, Queue] | None = None) -> Execution | None:
-    """RQ's end of the `ended` jobs (with the release of their slots not yet released, and the
-    wake-up of those slots' waiters) and the start of `starting`, in one pipeline. Returns the
-    started job's Execution."""
-    execution = None
-    with worker.connection.pipeline(transaction=False) as pipe:
-        wakes = []
-        for each in ended:
-            if not each.slot_released:
-                index = len(pipe)
-                if concurrency.release_and_wake_in(pipe, kind=each.task.kind, task_id=each.task.pk, attempt=each.task.attempt):
-                    wakes.append((index, each.task.kind))
-                each.slot_released = True
-            _finish_in(pipe, worker, each)
-        if starting is not None:
-            execution = _start_in(pipe, worker, *starting)
-        if len(pipe):
+def bookkeeping(worker, *, ended: list[Ended], starting: list = (), idle_after: bool = False) -> None:
+    """RQ's start of the `starting` jobs (each has .job and .queue; its .execution is set here) and
+    its end of the `ended` ones (with the release of the slots not released yet, and the wake-up
+    of those slots' waiters), in one pipeline. `idle_after`: no job is left in flight."""
+    try:
+        with worker.connection.pipeline(transaction=False) as pipe:
+            for each in starting:
+                each.execution = _start_in(pipe, worker, each.job, each.queue)
+            wakes = []
+            for each in ended:
+                if not each.slot_released:
+                    index = len(pipe)
+                    task = each.task
+                    if concurrency.release_and_wake_in(pipe, kind=task.kind, task_id=task.pk, attempt=task.attempt):
+                        wakes.append((index, task.kind))
+                    each.slot_released = True
+                _finish_in(pipe, worker, each)
+            if idle_after:
+                worker.set_current_job_id(None, pipeline=pipe)
             replies = pipe.execute()
+    except BaseException:
+        for each in starting:  # RQ never heard of these starts: their ends are not its business
+            each.execution = None
+        raise
     for index, kind in wakes:
         if replies[index]:
             concurrency.enqueue_woken(kind, replies[index])
-    return execution
 
 
 def _start_in(pipe, worker, job: Job, queue: Queue) -> Execution:
@@ -161,7 +166,7 @@ def _start_in(pipe, worker, job: Job, queue: Queue) -> Execution:
 
 
 def _finish_in(pipe, worker, ended: Ended) -> None:
-    job, execution = ended.job, ended.execution
+    job, execution = ended.running.job, ended.running.execution
     if execution is None:  # its start never reached Redis
         return
     job.ended_at = rq_now()
@@ -177,5 +182,4 @@ def _finish_in(pipe, worker, ended: Ended) -> None:
             execution_started_at=execution.created_at, execution_ended_at=job.ended_at,
         )
     job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
-    worker.set_current_job_id(None, pipeline=pipe)
     execution.delete(job=job, pipeline=pipe)

@@ -3,6 +3,8 @@ the attempts just recorded and takes the slot of the kind the next job names, so
 is a single statement; a slot taken for a claim that does not happen goes back at once, and a
 slot an ordinary claim renewed meanwhile is left alone. The cap holds throughout."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -122,7 +124,7 @@ def test_the_dequeue_releases_the_recorded_attempts_slots_before_taking_the_next
     second = submit_task(kind="probe", params={}).task
     job, _ = pool_rq.dequeue(worker)
     running = claim(first, pool_rq.taken_slot(job))
-    ended = pool_rq.Ended(job, None, "done", running)
+    ended = pool_rq.Ended(SimpleNamespace(job=job, execution=None), "done", running)
 
     job, _ = pool_rq.dequeue(worker, releasing=[ended])
 
