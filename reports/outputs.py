@@ -7,6 +7,7 @@ attempt uploads it (`store_output`) before it reports the result: the task row n
 file only once the whole file is in the store."""
 
 import logging
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from botocore.exceptions import ClientError
 from django.core.exceptions import SuspiciousOperation
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, storages
+from django.utils._os import safe_makedirs
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name, safe_join
 
@@ -33,19 +35,40 @@ def attempt_prefix(public_id: str, attempt: int) -> str:
 
 
 @contextmanager
-def scratch_dir(public_id: str, attempt: int):
-    """A local directory for the kind to build its file in (TMPDIR decides where), gone after."""
+def scratch_dir(public_id: str, attempt: int, *, leave_to: list | None = None):
+    """A local directory for the kind to build its file in (TMPDIR decides where), gone after; or,
+    given `leave_to`, added to it for the caller to remove once it has reported the result."""
     path = tempfile.mkdtemp(prefix=f"report-{public_id}-{attempt}-")
     try:
         yield Path(path)
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if leave_to is None:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            leave_to.append(path)
 
 
 def remove_scratch(public_id: str, attempt: int) -> None:
     """A horse killed mid-report leaves its scratch directory behind; its worker removes it."""
     for path in Path(tempfile.gettempdir()).glob(f"report-{public_id}-{attempt}-*"):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def prepare_attempt_dir(public_id: str, attempt: int) -> None:
+    """On the filesystem storage, create the attempt's directory ahead of its file: a pool worker
+    does it while the horse runs the report, so the horse's upload is a rename. Best effort: the
+    upload creates whatever is missing."""
+    storage = output_storage()
+    if not isinstance(storage, FileSystemStorage):
+        return
+    try:
+        directory = storage.path(attempt_prefix(public_id, attempt))
+        if storage.directory_permissions_mode is not None:
+            safe_makedirs(directory, storage.directory_permissions_mode, exist_ok=True)
+        else:
+            os.makedirs(directory, exist_ok=True)
+    except (OSError, SuspiciousOperation) as exc:
+        logger.warning("could not create the directory of report %s attempt %s: %s", public_id, attempt, exc)
 
 
 class _ScratchFile(File):

@@ -28,7 +28,9 @@ from rq.suspension import is_suspended
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
+from reports.kinds import get_kind
 from reports.models import ReportTask
+from reports.outputs import prepare_attempt_dir
 from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
 from reports.worker.pool_horses import Horse
@@ -186,6 +188,9 @@ class PoolReportWorker(ReportWorker):
                 pool_horses.kill(horse)
         # RQ hears of the start while the horse runs (with the other hand-overs made meanwhile).
         self._starting.append(inflight)
+        kind = get_kind(task.kind)
+        if sent and kind is not None and kind.writes_file(task.params):
+            prepare_attempt_dir(str(task.public_id), task.attempt)  # the horse's upload is then a rename
 
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""

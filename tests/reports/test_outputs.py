@@ -86,3 +86,15 @@ def test_the_filesystem_storage_moves_the_kinds_file_into_place(media_root, tmp_
     again = tmp_path / "big.csv"
     again.write_bytes(b"second")
     assert store_output(again, "moved", 1) != name and open(stored_path, "rb").read() == data
+
+
+def test_an_attempt_directory_made_ahead_takes_the_file_and_nothing_else_changes(media_root, tmp_path):
+    """What a pool worker does while its horse runs the report: the horse's upload is then a rename."""
+    from reports.outputs import prepare_attempt_dir
+
+    prepare_attempt_dir("ahead", 2)
+    assert (media_root / "reports" / "ahead" / "attempt-2").is_dir()
+    prepare_attempt_dir("ahead", 2)  # a second time changes nothing
+    assert stored(tmp_path, "ahead", 2) == "reports/ahead/attempt-2/probe.csv"
+    remove_attempt_output("ahead", 2)
+    assert not (media_root / "reports" / "ahead" / "attempt-2").exists()

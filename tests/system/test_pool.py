@@ -147,3 +147,13 @@ def test_rq_suspend_stops_taking_tasks_and_keeps_serving_the_attempts_in_flight(
 
     resume(redis_conn)
     wait_until(lambda: all_done([held]), message="the task after `rq resume`")
+
+
+def test_the_store_holds_a_directory_only_for_an_attempt_that_writes_a_file(start_worker, media_root):
+    start_worker()
+    with_file = submit_task(kind="probe", params={}).task
+    without = submit_task(kind="probe", params={"write_output": False}).task
+    wait_until(lambda: all_done([with_file, without]), message="the tasks to finish")
+
+    assert [p.name for p in (media_root / "reports" / str(with_file.public_id) / "attempt-1").iterdir()] == ["probe.csv"]
+    assert not (media_root / "reports" / str(without.public_id)).exists()
