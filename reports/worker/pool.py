@@ -186,6 +186,10 @@ class PoolReportWorker(ReportWorker):
         finally:
             if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
                 pool_horses.kill(horse)
+        if sent:
+            # The pipe's wake-up puts the horse on this CPU, expecting this process to sleep; what
+            # is left here (RQ's bookkeeping) can wait for the other CPU or for the horse.
+            os.sched_yield()
         # RQ hears of the start while the horse runs (with the other hand-overs made meanwhile).
         self._starting.append(inflight)
         kind = get_kind(task.kind)

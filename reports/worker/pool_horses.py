@@ -82,6 +82,7 @@ def serve(requests_fd: int, results_fd: int) -> None:
         except JobTimeoutException as exc:  # the alarm rang between the kind's end and its cancel
             result = report_job.RunResult(report_job.TIMEOUT, failure=FailureInfo.from_exception(exc))
         write_frame(results_fd, result.to_bytes())
+        os.sched_yield()  # the worker first: what is left here waits on nobody
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True)
         _keep_usable_connections()
