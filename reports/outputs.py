@@ -7,6 +7,7 @@ attempt uploads it (`store_output`) before it reports the result: the task row n
 file only once the whole file is in the store."""
 
 import logging
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from botocore.exceptions import ClientError
 from django.core.exceptions import SuspiciousOperation
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, storages
+from django.utils._os import safe_makedirs
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name, safe_join
 
@@ -33,13 +35,17 @@ def attempt_prefix(public_id: str, attempt: int) -> str:
 
 
 @contextmanager
-def scratch_dir(public_id: str, attempt: int):
-    """A local directory for the kind to build its file in (TMPDIR decides where), gone after."""
+def scratch_dir(public_id: str, attempt: int, *, leave_to: list | None = None):
+    """A local directory for the kind to build its file in (TMPDIR decides where), gone after; or,
+    given `leave_to`, added to it for the caller to remove once it has reported the result."""
     path = tempfile.mkdtemp(prefix=f"report-{public_id}-{attempt}-")
     try:
         yield Path(path)
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if leave_to is None:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            leave_to.append(path)
 
 
 def remove_scratch(public_id: str, attempt: int) -> None:
@@ -48,12 +54,46 @@ def remove_scratch(public_id: str, attempt: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def prepare_attempt_dir(public_id: str, attempt: int) -> None:
+    """On the filesystem storage, create the attempt's directory ahead of its file: a pool worker
+    does it while the horse runs the report, so the horse's upload is a rename. Best effort: the
+    upload creates whatever is missing."""
+    storage = output_storage()
+    if not isinstance(storage, FileSystemStorage):
+        return
+    try:
+        directory = storage.path(attempt_prefix(public_id, attempt))
+        if storage.directory_permissions_mode is not None:
+            safe_makedirs(directory, storage.directory_permissions_mode, exist_ok=True)
+        else:
+            os.makedirs(directory, exist_ok=True)
+    except (OSError, SuspiciousOperation) as exc:
+        logger.warning("could not create the directory of report %s attempt %s: %s", public_id, attempt, exc)
+
+
+class _ScratchFile(File):
+    """The kind's finished file, which the filesystem storage moves into place (a rename when the
+    scratch directory and the storage share a filesystem, else a copy) instead of streaming it."""
+
+    def __init__(self, path: Path):
+        super().__init__(None, name=str(path))
+        self._path = str(path)
+
+    def temporary_file_path(self) -> str:
+        return self._path
+
+
 def store_output(local_path, public_id: str, attempt: int) -> str:
     """Upload the kind's file under the attempt's prefix, streamed in chunks (S3: a multipart
-    upload), and return the stored name the task row keeps."""
+    upload; the filesystem storage moves it), and return the stored name the task row keeps.
+    The local file is gone afterwards on the filesystem storage."""
     local_path = Path(local_path)
+    storage = output_storage()
+    name = f"{attempt_prefix(public_id, attempt)}/{local_path.name}"
+    if isinstance(storage, FileSystemStorage):
+        return storage.save(name, _ScratchFile(local_path))
     with local_path.open("rb") as handle:
-        return output_storage().save(f"{attempt_prefix(public_id, attempt)}/{local_path.name}", File(handle))
+        return storage.save(name, File(handle))
 
 
 def open_output(name: str):

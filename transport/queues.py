@@ -29,14 +29,17 @@ def enqueue_job(
     description: str = "",
     at: datetime | None = None,
     result_ttl: int | None = None,
+    meta: dict | None = None,
 ) -> str:
-    """Put one job on `queue`, now or at `at` (through RQ's scheduler)."""
+    """Put one job on `queue`, now or at `at` (through RQ's scheduler). `meta`: RQ's job meta,
+    JSON, for whatever reads the job before running it."""
     rq_queue = get_queue(queue)
     options = {
         "job_id": job_id,
         "result_ttl": settings.RQ_RESULT_TTL if result_ttl is None else result_ttl,
         "failure_ttl": settings.RQ_FAILURE_TTL,
         "description": description,
+        "meta": meta,
     }
     if at is None:
         rq_queue.enqueue_call(func, args=args, timeout=timeout, **options)
@@ -48,10 +51,10 @@ def enqueue_job(
     return job_id
 
 
-def enqueue_jobs_many(func: str, items: Iterable[tuple[str, str, tuple, int, str]]) -> int:
-    """Enqueue (queue, job_id, args, timeout, description) items with one pipeline per queue."""
+def enqueue_jobs_many(func: str, items: Iterable[tuple]) -> int:
+    """Enqueue (queue, job_id, args, timeout, description[, meta]) items with one pipeline per queue."""
     by_queue: dict[str, list] = {}
-    for queue, job_id, args, timeout, description in items:
+    for queue, job_id, args, timeout, description, *meta in items:
         by_queue.setdefault(queue, []).append(
             Queue.prepare_data(
                 func,
@@ -61,6 +64,7 @@ def enqueue_jobs_many(func: str, items: Iterable[tuple[str, str, tuple, int, str
                 result_ttl=settings.RQ_RESULT_TTL,
                 failure_ttl=settings.RQ_FAILURE_TTL,
                 description=description,
+                meta=meta[0] if meta else None,
             )
         )
     count = 0

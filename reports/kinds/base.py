@@ -209,6 +209,11 @@ class ReportKind:
         """Write the report under ctx.output_dir and return its path."""
         raise NotImplementedError
 
+    def writes_file(self, params: dict[str, Any]) -> bool:
+        """Whether generate() returns a file for these params: a pool worker then creates the file's
+        directory in the store while the report runs."""
+        return True
+
     def params_schema(self) -> dict:
         """The JSON Schema of this kind's params (the OpenAPI document's per-kind `params`)."""
         return {

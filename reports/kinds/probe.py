@@ -29,6 +29,9 @@ class Probe(ReportKind):
         Param("write_output", "boolean", default=True, description=gettext_noop("write a one-line CSV when it succeeds")),
     )
 
+    def writes_file(self, params):
+        return params.get("write_output", True)
+
     def generate(self, params, ctx: RunContext):
         if params.get("sleep_seconds"):
             time.sleep(params["sleep_seconds"])

@@ -23,14 +23,22 @@ _CLAIM = f"""UPDATE {TASK} SET status = %s, attempt = %s, started_at = %s, finis
     next_retry_at = NULL, lease_expires_at = %s, updated_at = %s
     WHERE id = %s AND status IN (%s, %s) AND attempt = %s
     AND NOT EXISTS (SELECT 1 FROM {PAUSED} WHERE {PAUSED}.kind = {TASK}.kind)"""
+_OF_KIND = " AND kind = %s"
 _INSERT_ATTEMPT = f"""INSERT INTO {ATTEMPT}
     (task_id, number, worker, started_at, outcome, error_type, error_message, traceback)"""
-# A lost claim (the server crashed before flushing it) leaves the task claimable and makes the
-# outcome of the attempt fenced, so the claim alone skips the wait for the WAL flush.
-_CLAIM_PG = f"""WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
-    claimed AS ({_CLAIM} RETURNING id, {", ".join(_RETURNED)}),
+
+
+def _claim_pg(claim: str) -> str:
+    # A lost claim (the server crashed before flushing it) leaves the task claimable and makes the
+    # outcome of the attempt fenced, so the claim alone skips the wait for the WAL flush.
+    return f"""WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
+    claimed AS ({claim} RETURNING id, {", ".join(_RETURNED)}),
     attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)
     SELECT {", ".join(_RETURNED)} FROM claimed, durability"""
+
+
+_CLAIM_PG = _claim_pg(_CLAIM)
+_CLAIM_PG_OF_KIND = _claim_pg(_CLAIM + _OF_KIND)
 
 _DONE = f"""UPDATE {TASK} SET status = %s, output_file = %s, finished_at = %s, lease_expires_at = NULL,
     last_error = '', updated_at = %s WHERE id = %s AND status = %s AND attempt = %s"""
@@ -51,27 +59,32 @@ def _db_time(value: datetime):
 
 
 def claim(
-    *, task_id: int, attempt: int, worker: str, now: datetime, lease_until: datetime, in_transaction: bool
+    *, task_id: int, attempt: int, worker: str, now: datetime, lease_until: datetime, in_transaction: bool,
+    kind: str | None = None,
 ) -> ReportTask | None:
     """The claim's UPDATE and the attempt row; None: no row matched. `in_transaction`: the caller's
     transaction takes a concurrency slot after the claim, and rolls both back without one (on
-    SQLite it inserts the attempt row itself once it holds the slot)."""
+    SQLite it inserts the attempt row itself once it holds the slot). `kind`: match only a task
+    of this kind (the caller holds its slot already)."""
     started, lease = _db_time(now), _db_time(lease_until)
     claim_params = [
         TaskStatus.RUNNING, attempt, started, lease, started,
         task_id, TaskStatus.PENDING, TaskStatus.RETRYING, attempt - 1,
     ]  # fmt: skip
+    if kind is not None:
+        claim_params.append(kind)
     attempt_params = [attempt, worker[:200], started, AttemptOutcome.RUNNING]
+    update = f"{_CLAIM}{_OF_KIND if kind is not None else ''} RETURNING {', '.join(_RETURNED)}"
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # one statement, in the caller's transaction or not
-            cursor.execute(_CLAIM_PG, claim_params + attempt_params)
+            cursor.execute(_CLAIM_PG if kind is None else _CLAIM_PG_OF_KIND, claim_params + attempt_params)
             row = cursor.fetchone()
         elif in_transaction:
-            cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
+            cursor.execute(update, claim_params)
             row = cursor.fetchone()
         else:
             with transaction.atomic():
-                cursor.execute(f"{_CLAIM} RETURNING {', '.join(_RETURNED)}", claim_params)
+                cursor.execute(update, claim_params)
                 row = cursor.fetchone()
                 if row is not None:
                     insert_attempt(cursor, task_id=task_id, attempt_params=attempt_params)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 import reports.services.attempt_sql as attempt_sql
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
@@ -70,14 +71,26 @@ class FailureInfo:
 
 
 def claim_task(
-    *, task_id: int, attempt: int, worker: str, lease_seconds: float | None = None
+    *, task_id: int, attempt: int, worker: str, lease_seconds: float | None = None,
+    slot: "tuple[str, bytes] | None" = None,
 ) -> "ReportTask | ClaimDeferred | None":
     """pending/retrying -> running for exactly this attempt; None means a phantom delivery,
     ClaimDeferred a paused kind or a full concurrency cap (reports/services/pausing.py, reports/worker/concurrency.py).
 
     `lease_seconds`: how long the claim holds before a heartbeat must renew it (the worker's
     REPORT_LEASE_SECONDS). None, for a caller that cannot heartbeat: the job timeout plus
-    REPORT_LEASE_GRACE."""
+    REPORT_LEASE_GRACE.
+
+    `slot`: (kind, score) of a concurrency slot the caller took for this attempt before the claim
+    (a pool worker, in the round trip that dequeued the job, from the kind its job names). The
+    claim is then one statement that matches only a task of that kind; when it matches none (a
+    phantom, a paused kind, a job naming another kind), the slot is given back and the claim
+    runs the ordinary way."""
+    if slot is not None:
+        task = _claim_holding_slot(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds,
+                                   slot=slot)
+        if task is not None:
+            return task
     outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds)
     if not isinstance(outcome, _NoSlot):
         return outcome
@@ -91,6 +104,27 @@ def claim_task(
         return ClaimDeferred(CAP_REASON)
     concurrency.unpark(**waiter)
     return outcome
+
+
+def _claim_holding_slot(*, task_id, attempt, worker, lease_seconds, slot) -> "ReportTask | None":
+    kind, score = slot
+    task = None
+    try:
+        if lease_seconds is not None and attempt_sql.available():
+            now = timezone.now()
+            task = attempt_sql.claim(
+                task_id=task_id, attempt=attempt, worker=worker, now=now,
+                lease_until=now + timedelta(seconds=lease_seconds), in_transaction=False, kind=kind,
+            )
+    finally:
+        if task is None:  # not claimed, or the database failed: the slot must not wait for its lease
+            concurrency.give_back(kind=kind, task_id=task_id, attempt=attempt, score=score)
+    if task is not None and attempt > 1:
+        try:
+            concurrency.evict_earlier(kind=kind, task_id=task_id, attempt=attempt)
+        except RedisError as exc:  # the stale slots' own leases free them
+            logger.error("could not evict the stale slots of task %s: %s", task_id, exc)
+    return task
 
 
 def _claim_once(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | ClaimDeferred | _NoSlot | None":

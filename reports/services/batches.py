@@ -99,9 +99,9 @@ def enqueue_batch_tasks(*, batch_id: int) -> int:
     jobs = (
         ReportTask.objects.filter(batch_id=batch_id, status=TaskStatus.PENDING, attempt=0)
         .order_by("pk")
-        .values_list("pk", "priority", "timeout_seconds")
+        .values_list("pk", "priority", "timeout_seconds", "kind")
     )
-    return enqueue_attempts_many([(pk, 1, priority, timeout) for pk, priority, timeout in jobs])
+    return enqueue_attempts_many([(pk, 1, priority, timeout, kind) for pk, priority, timeout, kind in jobs])
 
 
 def submit_batch(

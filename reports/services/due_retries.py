@@ -27,7 +27,7 @@ def _promote_sql(limit: int) -> str:
         WHERE id IN (SELECT id FROM {TASK} WHERE status = %s AND next_retry_at <= %s
             AND kind NOT IN (SELECT kind FROM {PAUSED}) ORDER BY next_retry_at LIMIT {int(limit)}{lock})
         AND status = %s
-        RETURNING id, attempt, priority, timeout_seconds"""
+        RETURNING id, attempt, priority, timeout_seconds, kind"""
 
 
 def promote_due_retries(*, now: datetime | None = None, limit: int = 500) -> int:
@@ -45,7 +45,9 @@ def promote_due_retries(*, now: datetime | None = None, limit: int = 500) -> int
                 rows = cursor.fetchall()
         else:
             rows = _promote_one_by_one(now, limit)
-        enqueue_attempts_on_commit([(pk, attempt + 1, priority, timeout) for pk, attempt, priority, timeout in rows])
+        enqueue_attempts_on_commit(
+            [(pk, attempt + 1, priority, timeout, kind) for pk, attempt, priority, timeout, kind in rows]
+        )
     if rows:
         logger.info("%s retr%s due: enqueued", len(rows), "y" if len(rows) == 1 else "ies")
     return len(rows)
@@ -56,7 +58,7 @@ def _promote_one_by_one(now: datetime, limit: int) -> list[tuple]:
         ReportTask.objects.filter(status=TaskStatus.RETRYING, next_retry_at__lte=now)
         .exclude(kind__in=PausedKind.objects.values("kind"))
         .order_by("next_retry_at")
-        .values_list("pk", "attempt", "priority", "timeout_seconds")[:limit]
+        .values_list("pk", "attempt", "priority", "timeout_seconds", "kind")[:limit]
     )
     return [
         row

@@ -1,5 +1,8 @@
 """A task's attempts onto their queues: one RQ job per attempt, with the id
-`report-<task>-<attempt>` and the payload (task id, attempt number) and nothing else."""
+`report-<task>-<attempt>` and the payload (task id, attempt number) and nothing else. The job's
+meta may name the task's kind: a hint that lets a pool worker take the kind's concurrency slot in
+the round trip that dequeues the job (reports/worker/pool_rq.py); the claim checks it against
+the row, and a job without it is claimed all the same."""
 
 from collections.abc import Iterable
 from datetime import datetime
@@ -18,8 +21,12 @@ def _description(task_id: int, attempt: int) -> str:
     return f"report task {task_id} attempt {attempt}"
 
 
+def kind_hint(kind: str) -> dict | None:
+    return {"kind": kind} if kind else None
+
+
 def enqueue_attempt(
-    *, task_id: int, attempt: int, priority: str, timeout: int, at: datetime | None = None
+    *, task_id: int, attempt: int, priority: str, timeout: int, at: datetime | None = None, kind: str = ""
 ) -> str:
     """Put one attempt on its priority's queue, now or at `at` (through RQ's scheduler)."""
     return enqueue_job(
@@ -30,6 +37,7 @@ def enqueue_attempt(
         timeout=timeout,
         description=_description(task_id, attempt),
         at=at,
+        meta=kind_hint(kind),
     )
 
 
@@ -42,21 +50,25 @@ def enqueue_next_attempt_on_commit(task, *, at: datetime | None = None) -> None:
         priority=task.priority,
         timeout=task.timeout_seconds,
         at=at,
+        kind=task.kind,
     )
 
 
-def enqueue_attempts_many(items: Iterable[tuple[int, int, str, int]]) -> int:
-    """Enqueue (task_id, attempt, priority, timeout) tuples with one pipeline per queue."""
+def enqueue_attempts_many(items: Iterable[tuple]) -> int:
+    """Enqueue (task_id, attempt, priority, timeout[, kind]) tuples with one pipeline per queue."""
     return enqueue_jobs_many(
         REPORT_JOB_FUNC,
         (
-            (priority, job_id_for(task_id, attempt), (task_id, attempt), timeout, _description(task_id, attempt))
-            for task_id, attempt, priority, timeout in items
+            (
+                priority, job_id_for(task_id, attempt), (task_id, attempt), timeout, _description(task_id, attempt),
+                kind_hint(kind[0] if kind else ""),
+            )
+            for task_id, attempt, priority, timeout, *kind in items
         ),
     )
 
 
-def enqueue_attempts_on_commit(items: list[tuple[int, int, str, int]]) -> None:
+def enqueue_attempts_on_commit(items: list[tuple]) -> None:
     """enqueue_attempts_many once the current transaction commits (robust: the reaper enqueues a
     task whose job never arrived)."""
     if items:

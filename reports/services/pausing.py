@@ -98,7 +98,7 @@ def enqueue_waiting(*, kind: str) -> int:
         last_pk = rows[-1][0]
         states = job_states([job_id_for(pk, attempt + 1) for pk, attempt, *_rest in rows])
         items = [
-            (pk, attempt + 1, priority, timeout)
+            (pk, attempt + 1, priority, timeout, kind)
             for pk, attempt, priority, timeout in rows
             if states.get(job_id_for(pk, attempt + 1)) not in ("queued", "started", "scheduled")
         ]

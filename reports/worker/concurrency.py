@@ -43,17 +43,57 @@ end
 return 0
 """
 
-# KEYS[1] holders, KEYS[2] waiters; ARGV: limit. Pops as many waiters as there are free slots.
-_WAKE = """
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
-local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
-if free <= 0 then return {} end
-local popped = redis.call('ZPOPMIN', KEYS[2], free)
-local members = {}
-for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
-return members
+# A Lua function the scripts below (and the pool worker's dequeue, reports/worker/pool_rq.py) embed:
+# release `member` from a kind's holders when given, then pop as many waiters as it has free slots.
+RELEASE_AND_WAKE_FUNCTION = """
+local function release_and_wake(holders, waiters, limit, member)
+  if member then redis.call('ZREM', holders, member) end
+  local now = redis.call('TIME')
+  local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+  redis.call('ZREMRANGEBYSCORE', holders, '-inf', t)
+  local free = tonumber(limit) - redis.call('ZCARD', holders)
+  if free <= 0 then return {} end
+  local popped = redis.call('ZPOPMIN', waiters, free)
+  local members = {}
+  for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
+  return members
+end
+"""
+# KEYS[1] holders, KEYS[2] waiters; ARGV: limit and, to release first, a holder.
+_WAKE = RELEASE_AND_WAKE_FUNCTION + "return release_and_wake(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"
+
+# A Lua function for the pool worker's dequeue: a slot taken for an attempt before its claim, from
+# the kind its job names. Only a free slot for a member nobody holds: the stale slots of the task's
+# earlier attempts are left alone until the claim proves them stale (evict_earlier_in), and a held
+# member is the business of the ordinary claim. Returns the holder's score (to release it only if
+# nobody renewed it meanwhile) or false when no slot was taken.
+TAKE_SLOT_FUNCTION = """
+local function take_slot(holders, limit, member, lease)
+  local now = redis.call('TIME')
+  local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+  redis.call('ZREMRANGEBYSCORE', holders, '-inf', t)
+  if redis.call('ZSCORE', holders, member) or redis.call('ZCARD', holders) >= limit then return false end
+  redis.call('ZADD', holders, t + lease, member)
+  redis.call('EXPIRE', holders, math.ceil(lease) + 60)
+  return redis.call('ZSCORE', holders, member)
+end
+"""
+
+# KEYS[1] holders, KEYS[2] waiters; ARGV: limit, holder, the score it was taken with.
+_GIVE_BACK = RELEASE_AND_WAKE_FUNCTION + """
+local member = nil
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) == ARGV[3] then member = ARGV[2] end
+return release_and_wake(KEYS[1], KEYS[2], ARGV[1], member)
+"""
+
+# KEYS[1] holders; ARGV: the holder, the task's member prefix.
+_EVICT_EARLIER = """
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if member ~= ARGV[1] and string.sub(member, 1, #ARGV[2]) == ARGV[2] then
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+return 0
 """
 
 
@@ -99,6 +139,26 @@ def acquire(*, kind: str, task_id: int, attempt: int, lease_seconds: float) -> b
     return bool(conn.eval(_ACQUIRE, 1, holders_key(kind), member, limit, lease_seconds, f"{task_id}:"))
 
 
+def caps_by_holders_key() -> dict[str, list]:
+    """{kind: [holders key, limit]} of every capped kind, for a script that takes slots."""
+    return {kind: [holders_key(kind), limit_for(kind)] for kind in sorted(capped_kinds()) if limit_for(kind)}
+
+
+def give_back(*, kind: str, task_id: int, attempt: int, score: bytes) -> None:
+    """Release a slot taken before a claim that did not happen (TAKE_SLOT_FUNCTION), unless an
+    ordinary claim of the same attempt renewed it meanwhile, and wake its waiters."""
+    conn = redis_connection()
+    member = holder(task_id, attempt)
+    woken = conn.eval(_GIVE_BACK, 2, holders_key(kind), waiters_key(kind), limit_for(kind) or 0, member, score)
+    enqueue_woken(kind, woken)
+
+
+def evict_earlier(*, kind: str, task_id: int, attempt: int) -> None:
+    """As an ordinary claim does in its acquire: attempt n is claimed, so its task's earlier
+    attempts have ended and their slots (a killed worker's) are stale."""
+    redis_connection().eval(_EVICT_EARLIER, 1, holders_key(kind), holder(task_id, attempt), f"{task_id}:")
+
+
 def release(*, kind: str, task_id: int, attempt: int) -> None:
     if limit_for(kind) is None:
         return
@@ -126,10 +186,6 @@ def parked_ids(kind: str, members: list[tuple[int, int, str, int]]) -> set[int]:
     return {member[0] for member, score in zip(members, scores, strict=True) if score is not None}
 
 
-# The same, after releasing the holder ARGV[2]: one round trip for an attempt's end.
-_RELEASE_AND_WAKE = "redis.call('ZREM', KEYS[1], ARGV[2])" + _WAKE
-
-
 def wake(kind: str, *, releasing: str | None = None) -> int:
     """Enqueue as many waiting attempts as the kind has free slots (after releasing the holder
     `releasing`, when given); returns how many."""
@@ -140,7 +196,7 @@ def wake(kind: str, *, releasing: str | None = None) -> int:
     if releasing is None:
         members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit)
     else:
-        members = conn.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, releasing)
+        members = conn.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit, releasing)
     return enqueue_woken(kind, members)
 
 
@@ -150,7 +206,7 @@ def release_and_wake_in(pipe, *, kind: str, task_id: int, attempt: int) -> bool:
     limit = limit_for(kind)
     if limit is None:
         return False
-    pipe.eval(_RELEASE_AND_WAKE, 2, holders_key(kind), waiters_key(kind), limit, holder(task_id, attempt))
+    pipe.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit, holder(task_id, attempt))
     return True
 
 
@@ -158,7 +214,7 @@ def enqueue_woken(kind: str, members: list[bytes]) -> int:
     items = []
     for raw in members:
         task_id, attempt, priority, timeout = raw.decode().split(":")
-        items.append((int(task_id), int(attempt), priority, int(timeout)))
+        items.append((int(task_id), int(attempt), priority, int(timeout), kind))
     if items:
         # A woken attempt that lost the race for the slot parks again; one that was claimed
         # meanwhile is a phantom delivery: both are harmless.

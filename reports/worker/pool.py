@@ -20,13 +20,18 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from redis.exceptions import RedisError
+from rq.exceptions import StopRequested
 from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
+from rq.suspension import is_suspended
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
+from reports.kinds import get_kind
 from reports.models import ReportTask
+from reports.outputs import prepare_attempt_dir
+from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
 from reports.worker.pool_horses import Horse
 from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
@@ -35,6 +40,7 @@ from reports.worker.records import horse_exit_result
 logger = logging.getLogger("reports.worker")
 
 POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
+SUSPENSION_CHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -58,6 +64,9 @@ class PoolReportWorker(ReportWorker):
         self._chosen: Horse | None = None
         self._cold = False
         self._next_beat = 0.0
+        self._ended: list[pool_rq.Ended] = []  # recorded; RQ not told yet
+        self._starting: list[_InFlight] = []  # with their horses; RQ not told yet
+        self._next_suspension_check = 0.0
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -67,17 +76,18 @@ class PoolReportWorker(ReportWorker):
             if self._stop_requested:
                 self._drain()
                 return None
-            if not self._inflight:
-                # A job waiting now is taken at once; RQ's blocking wait is for an empty queue.
+            if self._idle or not self._inflight:
+                # A job waiting now is taken at once; the RQ bookkeeping of the attempts recorded
+                # meanwhile goes with its hand-over.
                 result = self._dequeue_now()
-                return result if result is not None else super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-            if not self._idle:
-                self._service(self._beat_wait())
-                continue
-            result = self._dequeue_now()
-            if result is not None:
-                return result
-            self._service(POLL_SECONDS if timeout is not None else self._beat_wait())
+                if result is not None:
+                    return result
+            self._tell_rq()
+            if not self._inflight:  # RQ's blocking wait is for an empty queue
+                self._next_suspension_check = 0.0  # the job it returns is followed by the question
+                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            waiting_for_jobs = self._idle and timeout is not None
+            self._service(POLL_SECONDS if waiting_for_jobs else self._beat_wait(), tell_rq=False)
 
     def execute_job(self, job, queue):
         if report_attempt_of(job) is not None:
@@ -91,7 +101,40 @@ class PoolReportWorker(ReportWorker):
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
+                    self._tell_rq()
+        slot = pool_rq.taken_slot(job)
+        if slot is not None:  # its id and meta looked like a report attempt's; its payload is not one
+            pool_rq.give_back_slot(job.id, slot)
+        self._tell_rq()
         return super().execute_job(job, queue)
+
+    def _slot_taken_for(self, job, task_id: int, attempt: int):
+        slot = pool_rq.taken_slot(job)
+        if slot is not None and job.id != job_id_for(task_id, attempt):  # not the attempt it was taken for
+            pool_rq.give_back_slot(job.id, slot)
+            return None
+        return slot
+
+    def check_for_suspension(self, burst):
+        """RQ asks Redis before every job and, while suspended, sleeps in its loop: a pool's attempts
+        in flight would go unrecorded and their leases unrenewed until the reaper took them back.
+        Here the question is asked at most once a second while jobs keep coming (and always after
+        a wait for one), and a suspended worker serves its pool, taking no new job, until resumed."""
+        if time.monotonic() < self._next_suspension_check:
+            return
+        self._next_suspension_check = time.monotonic() + SUSPENSION_CHECK_SECONDS
+        if self._stop_requested or not is_suspended(self.connection):
+            return
+        if burst:
+            self.log.info("Worker %s: suspended in burst mode, exiting", self.name)
+            raise StopRequested
+        self.log.info("Worker %s: suspended, run `rq resume` to resume", self.name)
+        self._tell_rq()
+        before = self.get_state()
+        self.set_state(WorkerStatus.SUSPENDED)
+        while not self._stop_requested and is_suspended(self.connection):
+            self._service(1.0)
+        self.set_state(before)
 
     def set_state(self, state, pipeline=None):
         if state == WorkerStatus.IDLE and self._inflight:
@@ -114,6 +157,7 @@ class PoolReportWorker(ReportWorker):
                 self._inflight.clear()
             else:
                 self._drain()
+            self._tell_rq()
             for horse in self._idle:
                 pool_horses.retire(horse)
                 horse.reap(block=True)
@@ -135,10 +179,6 @@ class PoolReportWorker(ReportWorker):
         inflight = self._inflight[horse.pid] = _InFlight(job, queue, task, horse, None, overrun_at)
         sent = False
         try:
-            try:
-                inflight.execution = pool_rq.start(self, job, queue)
-            except RedisError as exc:  # the database is the truth; RQ's registries can wait
-                logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
             horse.send(pool_horses.request_bytes(report_job.HandedOver.of(task), timeout))
             sent = True
         except OSError as exc:  # the horse died just now
@@ -146,11 +186,20 @@ class PoolReportWorker(ReportWorker):
         finally:
             if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
                 pool_horses.kill(horse)
+        if sent:
+            # The pipe's wake-up puts the horse on this CPU, expecting this process to sleep; what
+            # is left here (RQ's bookkeeping) can wait for the other CPU or for the horse.
+            os.sched_yield()
+        # RQ hears of the start while the horse runs (with the other hand-overs made meanwhile).
+        self._starting.append(inflight)
+        kind = get_kind(task.kind)
+        if sent and kind is not None and kind.writes_file(task.params):
+            prepare_attempt_dir(str(task.public_id), task.attempt)  # the horse's upload is then a rename
 
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
         try:
-            result = pool_rq.dequeue(self)
+            result = pool_rq.dequeue(self, releasing=self._ended)
             while result is pool_rq.GONE:
                 result = pool_rq.dequeue(self)
         except RedisError as exc:
@@ -179,12 +228,15 @@ class PoolReportWorker(ReportWorker):
         return max(min(self._next_beat, self._next_promote) - time.monotonic(), 0.01)
 
     def _drain(self) -> None:
+        self._tell_rq()
         while self._inflight:
             self._service(self._beat_wait())
 
-    def _service(self, timeout: float, extra_fds: tuple = ()) -> list[int]:
+    def _service(self, timeout: float, extra_fds: tuple = (), *, tell_rq: bool = True) -> list[int]:
         """Wait up to `timeout` for results and deaths, and handle them; beat, promote and check
-        for overruns when their time has come. Returns which of extra_fds became readable."""
+        for overruns when their time has come. Returns which of extra_fds became readable.
+        `tell_rq=False`: the ends of the attempts recorded here wait for the next hand-over's
+        pipeline (the caller dequeues next, or calls _tell_rq)."""
         horses = self._horses()
         watched = list(extra_fds)
         for horse in horses:
@@ -218,6 +270,8 @@ class PoolReportWorker(ReportWorker):
         self._retiring = [horse for horse in self._retiring if not self._reaped(horse)]
         if not self._stop_requested:
             self._fill_pool()
+        if tell_rq:
+            self._tell_rq()
         try:
             self.heartbeat()
         except RedisError as exc:
@@ -259,7 +313,7 @@ class PoolReportWorker(ReportWorker):
         if result is None:
             result = horse_exit_result(b"", None, overrun=False)
         self._recorder.record(inflight.task, result, release_slot=False)
-        self._finish_in_rq(inflight, result.status)
+        self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
         if (
             horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
             or result.status == report_job.TIMEOUT
@@ -291,11 +345,20 @@ class PoolReportWorker(ReportWorker):
         except RedisError as exc:
             logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
-    def _finish_in_rq(self, inflight: _InFlight, return_value: str) -> None:
+    def _tell_rq(self) -> None:
+        """RQ's bookkeeping of the hand-overs made and the attempts recorded since the last time,
+        in one round trip (the slots not yet released by a dequeue are released in it). When Redis
+        fails, the database is still the truth: the slots' leases free them and the reaper loop
+        wakes their waiters."""
+        ended, self._ended = self._ended, []
+        starting, self._starting = self._starting, []
+        if not ended and not starting:
+            return
         try:
-            pool_rq.finish(self, inflight.job, inflight.execution, return_value, task=inflight.task)
-        except RedisError as exc:  # the slot's lease frees it; the reaper loop wakes the waiters
-            logger.error("RQ bookkeeping of job %s failed: %s", inflight.job.id, exc)
+            pool_rq.bookkeeping(self, ended=ended, starting=starting, idle_after=not self._inflight)
+        except RedisError as exc:
+            jobs = [each.running.job.id for each in ended] + [each.job.id for each in starting]
+            logger.error("RQ bookkeeping of job(s) %s failed: %s", ", ".join(jobs), exc)
 
     # --- a job that is not a report attempt, in a horse of its own -------------------------
 

@@ -11,6 +11,7 @@ The worker learns of a horse's death at once from its pidfd (or the EOF of its r
 import json
 import os
 import select
+import shutil
 import signal
 import struct
 import time
@@ -71,15 +72,19 @@ def serve(requests_fd: int, results_fd: int) -> None:
         task_id, attempt, kind, params, public_id, timeout = json.loads(data)
         handed = report_job.HandedOver(task_id, attempt, kind, params, public_id)
         os.environ["RQ_JOB_ID"] = f"report-{task_id}-{attempt}"  # as RQ's own horse has it
+        scratch: list = []  # removed once the worker has the result: it need not wait for that
         try:
             if timeout and timeout > 0:
                 with UnixSignalDeathPenalty(timeout, JobTimeoutException, job_id=f"report-{task_id}-{attempt}"):
-                    result = report_job.run_kind(handed)
+                    result = report_job.run_kind(handed, leave_scratch_to=scratch)
             else:
-                result = report_job.run_kind(handed)
+                result = report_job.run_kind(handed, leave_scratch_to=scratch)
         except JobTimeoutException as exc:  # the alarm rang between the kind's end and its cancel
             result = report_job.RunResult(report_job.TIMEOUT, failure=FailureInfo.from_exception(exc))
         write_frame(results_fd, result.to_bytes())
+        os.sched_yield()  # the worker first: what is left here waits on nobody
+        for path in scratch:
+            shutil.rmtree(path, ignore_errors=True)
         _keep_usable_connections()
 
 

@@ -1,12 +1,18 @@
 """RQ's bookkeeping of a report job in a pool worker, done by the worker process: what rq.Worker
-spreads over five to eight round trips per job (and its horse over more), in one pipeline when
-the job starts and one when it ends. The keys and fields written are RQ's own (its Execution,
+spreads over five to eight round trips per job (and its horse over more), in one pipeline sent
+once the next jobs are with their horses: the start of those jobs and the end of those recorded
+before them.
+The concurrency slots of the recorded attempts are released before the next claim, in the round
+trip that dequeues the next job. The keys and fields written are RQ's own (its Execution,
 StartedJobRegistry, FinishedJobRegistry, Result, the job hash and the worker's counters), so `rq
 info`, the dashboards and RQ's registry cleaning read them as usual. Report jobs never have
 dependents or repeats, which is what lets the end skip rq.Worker's WATCH loop."""
 
+import json
 import logging
+from dataclasses import dataclass
 
+from django.conf import settings
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
@@ -18,28 +24,78 @@ from reports.worker import concurrency
 logger = logging.getLogger("reports.worker")
 
 
-# KEYS: the queues in order; ARGV[1]: the job key prefix. The first job id and its hash, as
-# rq.Queue.dequeue_any's LPOP and Job.fetch's HGETALL would read them, in one round trip.
-_POP = """
-for _, key in ipairs(KEYS) do
-  local id = redis.call('LPOP', key)
+# KEYS: the queues in order, then a (holders, waiters) pair per slot to release. ARGV: the job key
+# prefix, the number of queues, the capped kinds ({kind: [holders key, limit]}, JSON), the slot
+# lease beyond the job timeout, then a (limit, holder) pair per slot to release. In one round
+# trip: the slots of the attempts just recorded are released (their waiters popped); the first
+# job id and its hash are read, as rq.Queue.dequeue_any's LPOP and Job.fetch's HGETALL would read
+# them; and when the job is a report attempt whose meta names a capped kind, a slot of that kind is
+# taken for it (TAKE_SLOT_FUNCTION), so that its claim needs no transaction around Redis.
+_POP = concurrency.RELEASE_AND_WAKE_FUNCTION + concurrency.TAKE_SLOT_FUNCTION + """
+local queues = tonumber(ARGV[2])
+local woken = {}
+for pair = 1, (#KEYS - queues) / 2 do
+  local at = queues + 2 * pair - 1
+  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[3 + 2 * pair], ARGV[4 + 2 * pair])
+end
+for i = 1, queues do
+  local id = redis.call('LPOP', KEYS[i])
   if id then
-    return {key, id, redis.call('HGETALL', ARGV[1] .. id)}
+    local job = redis.call('HGETALL', ARGV[1] .. id)
+    local slot = false
+    local task, attempt = string.match(id, '^report%-(%d+)%-(%d+)$')
+    local meta, timeout
+    for f = 1, #job, 2 do
+      if job[f] == 'meta' then meta = job[f + 1] elseif job[f] == 'timeout' then timeout = tonumber(job[f + 1]) end
+    end
+    if task and meta and timeout then
+      local ok, hint = pcall(cjson.decode, meta)
+      local cap = ok and type(hint) == 'table' and cjson.decode(ARGV[3])[hint.kind]
+      if cap then
+        local score = take_slot(cap[1], cap[2], task .. ':' .. attempt, timeout + tonumber(ARGV[4]))
+        if score then slot = {hint.kind, score} end
+      end
+    end
+    return {woken, KEYS[i], id, job, slot}
   end
 end
-return false
+return {woken}
 """
 GONE = object()
 
 
-def dequeue(worker):
+@dataclass
+class Ended:
+    """A report job whose outcome is recorded and whose end RQ has not been told yet."""
+
+    running: object  # the worker's own record of the job: .job, and .execution once RQ heard of its start
+    return_value: str
+    task: object  # the ReportTask
+    slot_released: bool = False
+
+
+def dequeue(worker, releasing: list[Ended] = ()):
     """(job, queue), None when the queues are empty, or GONE for an id whose job hash is gone
-    (RQ skips those too) or that is no job id at all."""
+    (RQ skips those too) or that is no job id at all. The concurrency slots of `releasing` are
+    freed first, in the same round trip, and their waiters enqueued. A job for which a slot was
+    taken carries it: see taken_slot()."""
     queues = worker._ordered_queues
-    reply = worker.connection.eval(_POP, len(queues), *(q.key for q in queues), Job.redis_job_namespace_prefix)
-    if not reply:
+    slots = [ended for ended in releasing if not ended.slot_released and concurrency.limit_for(ended.task.kind)]
+    keys = [q.key for q in queues]
+    args = [Job.redis_job_namespace_prefix, len(queues), json.dumps(concurrency.caps_by_holders_key()),
+            settings.REPORT_LEASE_GRACE]
+    for ended in slots:
+        kind = ended.task.kind
+        keys += [concurrency.holders_key(kind), concurrency.waiters_key(kind)]
+        args += [concurrency.limit_for(kind), concurrency.holder(ended.task.pk, ended.task.attempt)]
+    reply = worker.connection.eval(_POP, len(keys), *keys, *args)
+    for ended, woken in zip(slots, reply[0], strict=True):
+        ended.slot_released = True
+        if woken:
+            concurrency.enqueue_woken(ended.task.kind, woken)
+    if len(reply) == 1:
         return None
-    key, job_id, flat = reply
+    _, key, job_id, flat, slot = reply
     queue = next(q for q in queues if q.key == key.decode())
     try:
         job = worker.job_class(job_id.decode(), connection=worker.connection, serializer=worker.serializer)
@@ -48,49 +104,82 @@ def dequeue(worker):
         job.restore(dict(zip(flat[::2], flat[1::2], strict=True)))
     except Exception as exc:
         logger.error("dropped queue entry %r of %s: %s: %s", job_id[:200], queue.name, type(exc).__name__, exc)
+        if slot:
+            give_back_slot(job_id.decode(), slot)
         return GONE
+    if slot:
+        job.report_slot = (slot[0].decode(), slot[1])
     return job, queue
 
 
-def start(worker, job: Job, queue: Queue) -> Execution:
+def give_back_slot(job_id: str, slot) -> None:
+    kind, score = slot
+    task_id, attempt = job_id.rsplit("-", 2)[1:]
+    concurrency.give_back(kind=kind.decode() if isinstance(kind, bytes) else kind, task_id=int(task_id),
+                          attempt=int(attempt), score=score)
+
+
+def taken_slot(job) -> "tuple[str, bytes] | None":
+    """(kind, score) of the concurrency slot the dequeue took for this job's attempt, if any."""
+    return getattr(job, "report_slot", None)
+
+
+def bookkeeping(worker, *, ended: list[Ended], starting: list = (), idle_after: bool = False) -> None:
+    """RQ's start of the `starting` jobs (each has .job and .queue; its .execution is set here) and
+    its end of the `ended` ones (with the release of the slots not released yet, and the wake-up
+    of those slots' waiters), in one pipeline. `idle_after`: no job is left in flight."""
+    try:
+        with worker.connection.pipeline(transaction=False) as pipe:
+            for each in starting:
+                each.execution = _start_in(pipe, worker, each.job, each.queue)
+            wakes = []
+            for each in ended:
+                if not each.slot_released:
+                    index = len(pipe)
+                    task = each.task
+                    if concurrency.release_and_wake_in(pipe, kind=task.kind, task_id=task.pk, attempt=task.attempt):
+                        wakes.append((index, task.kind))
+                    each.slot_released = True
+                _finish_in(pipe, worker, each)
+            if idle_after:
+                worker.set_current_job_id(None, pipeline=pipe)
+            replies = pipe.execute()
+    except BaseException:
+        for each in starting:  # RQ never heard of these starts: their ends are not its business
+            each.execution = None
+        raise
+    for index, kind in wakes:
+        if replies[index]:
+            concurrency.enqueue_woken(kind, replies[index])
+
+
+def _start_in(pipe, worker, job: Job, queue: Queue) -> Execution:
     ttl = worker.get_heartbeat_ttl(job)
-    with worker.connection.pipeline(transaction=False) as pipe:
-        execution = Execution.create(job, ttl, pipeline=pipe, worker_name=worker.name)
-        job.prepare_for_execution(worker.name, pipeline=pipe)
-        if len(worker.queues) == 1:  # RQ moved it to the intermediate queue (LMOVE) on dequeue
-            pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-        worker.set_current_job_id(job.id, pipeline=pipe)
-        if worker.get_state() != WorkerStatus.BUSY:
-            worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
-        pipe.execute()
+    execution = Execution.create(job, ttl, pipeline=pipe, worker_name=worker.name)
+    job.prepare_for_execution(worker.name, pipeline=pipe)
+    if len(worker.queues) == 1:  # RQ moved it to the intermediate queue (LMOVE) on dequeue
+        pipe.lrem(queue.intermediate_queue_key, 1, job.id)
+    worker.set_current_job_id(job.id, pipeline=pipe)
+    if worker.get_state() != WorkerStatus.BUSY:
+        worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
     return execution
 
 
-def finish(worker, job: Job, execution: Execution | None, return_value: str, *, task) -> None:
-    """The RQ job's end, with the release of the attempt's concurrency slot (and the wake-up of
-    its waiters) in the same pipeline."""
+def _finish_in(pipe, worker, ended: Ended) -> None:
+    job, execution = ended.running.job, ended.running.execution
+    if execution is None:  # its start never reached Redis
+        return
     job.ended_at = rq_now()
-    job._result = return_value
+    job._result = ended.return_value
     job._status = JobStatus.FINISHED
     result_ttl = job.get_result_ttl(worker.default_result_ttl)
-    with worker.connection.pipeline(transaction=False) as pipe:
-        capped = concurrency.release_and_wake_in(pipe, kind=task.kind, task_id=task.pk, attempt=task.attempt)
-        if execution is None:  # its start never reached Redis
-            woken = pipe.execute()[0] if capped else []
-            if woken:
-                concurrency.enqueue_woken(task.kind, woken)
-            return
-        worker.increment_successful_job_count(pipeline=pipe)
-        if job.started_at is not None:
-            worker.increment_total_working_time(job.ended_at - job.started_at, pipe)
-        if result_ttl != 0:
-            job._handle_success(
-                result_ttl, pipeline=pipe, worker_name=worker.name, execution_id=execution.id,
-                execution_started_at=execution.created_at, execution_ended_at=job.ended_at,
-            )
-        job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
-        worker.set_current_job_id(None, pipeline=pipe)
-        execution.delete(job=job, pipeline=pipe)
-        replies = pipe.execute()
-    if capped and replies[0]:
-        concurrency.enqueue_woken(task.kind, replies[0])
+    worker.increment_successful_job_count(pipeline=pipe)
+    if job.started_at is not None:
+        worker.increment_total_working_time(job.ended_at - job.started_at, pipe)
+    if result_ttl != 0:
+        job._handle_success(
+            result_ttl, pipeline=pipe, worker_name=worker.name, execution_id=execution.id,
+            execution_started_at=execution.created_at, execution_ended_at=job.ended_at,
+        )
+    job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
+    execution.delete(job=job, pipeline=pipe)

@@ -178,23 +178,27 @@ class _AttemptOwner:
             note_refusal(job)  # logged once here; the job then fails in the horse, unrun
             return super().execute_job(job, queue)
         task_id, attempt = ref
-        claimed = self._claim(task_id, attempt)
+        claimed = self._claim(task_id, attempt, slot=self._slot_taken_for(job, task_id, attempt))
         if isinstance(claimed, ReportTask):
             return self._run_claimed(job, queue, claimed)
         return self._settle_without_running(job, queue, claimed)
 
-    def _claim(self, task_id: int, attempt: int) -> "ReportTask | report_job.Decided":
+    def _slot_taken_for(self, job, task_id: int, attempt: int):
+        return None  # the pool worker's dequeue takes slots (reports/worker/pool_rq.py)
+
+    def _claim(self, task_id: int, attempt: int, slot=None) -> "ReportTask | report_job.Decided":
         started = time.monotonic()
         claim = dict(
             task_id=task_id, attempt=attempt, worker=self.attempt_worker_name, lease_seconds=settings.REPORT_LEASE_SECONDS
         )
         try:
             try:
-                claimed = claim_task(**claim)
+                claimed = claim_task(**claim, slot=slot)
             except (OperationalError, InterfaceError) as exc:
                 # Most often the server dropped this idle connection (a restart, a failover, a
                 # terminated backend): once more on a new one. A claim that did commit before
                 # the error makes this one a phantom; its lease then lapses and the reaper retries.
+                # (A slot taken for it was given back: this claim is an ordinary one.)
                 logger.warning("claim of task %s attempt %s: %s; reconnecting", task_id, attempt, exc)
                 connection.close()
                 claimed = claim_task(**claim)

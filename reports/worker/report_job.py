@@ -114,12 +114,13 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
     return _run_whole_attempt(task_id, attempt)
 
 
-def run_kind(handed: HandedOver) -> RunResult:
+def run_kind(handed: HandedOver, *, leave_scratch_to: list | None = None) -> RunResult:
     """Generate the report; every way it can end becomes a RunResult (the timeout included:
     JobTimeoutException subclasses Exception, so it is classified first). The kind writes into a
     local scratch directory; its file is uploaded to the output storage before the result says
-    DONE, so a result never names a file the store does not hold."""
-    with scratch_dir(handed.public_id, handed.attempt) as scratch:
+    DONE, so a result never names a file the store does not hold. `leave_scratch_to`: a list the
+    scratch directory is added to, for the caller to remove after reporting the result."""
+    with scratch_dir(handed.public_id, handed.attempt, leave_to=leave_scratch_to) as scratch:
         ctx = RunContext(
             task_id=handed.task_id, public_id=handed.public_id, attempt=handed.attempt, output_dir=scratch
         )

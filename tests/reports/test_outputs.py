@@ -67,3 +67,34 @@ def test_removals_take_exactly_the_attempts_they_name(report_storage, tmp_path):
     assert stored_names(storages["default"], "reports/t1") == []
     assert stored_names(storages["default"], "reports/t2") == ["reports/t2/attempt-1/probe.csv"]
     remove_other_attempts_output("nothing-stored", keep=1)  # no error for a task without files
+
+
+def test_the_filesystem_storage_moves_the_kinds_file_into_place(media_root, tmp_path):
+    """A large report is not copied byte by byte: its scratch file is renamed into the store (on
+    one filesystem), with the store's file mode, and an attempt's name is never overwritten."""
+    data = os.urandom(1024 * 1024)
+    local = tmp_path / "big.csv"
+    local.write_bytes(data)
+    inode = local.stat().st_ino
+
+    name = store_output(local, "moved", 1)
+
+    stored_path = storages["default"].path(name)
+    assert name == "reports/moved/attempt-1/big.csv" and not local.exists()
+    assert os.stat(stored_path).st_ino == inode and open(stored_path, "rb").read() == data
+    assert os.stat(stored_path).st_mode & 0o777 == 0o644
+    again = tmp_path / "big.csv"
+    again.write_bytes(b"second")
+    assert store_output(again, "moved", 1) != name and open(stored_path, "rb").read() == data
+
+
+def test_an_attempt_directory_made_ahead_takes_the_file_and_nothing_else_changes(media_root, tmp_path):
+    """What a pool worker does while its horse runs the report: the horse's upload is then a rename."""
+    from reports.outputs import prepare_attempt_dir
+
+    prepare_attempt_dir("ahead", 2)
+    assert (media_root / "reports" / "ahead" / "attempt-2").is_dir()
+    prepare_attempt_dir("ahead", 2)  # a second time changes nothing
+    assert stored(tmp_path, "ahead", 2) == "reports/ahead/attempt-2/probe.csv"
+    remove_attempt_output("ahead", 2)
+    assert not (media_root / "reports" / "ahead" / "attempt-2").exists()

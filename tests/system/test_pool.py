@@ -118,3 +118,42 @@ def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_wor
     assert first_attempt.outcome == AttemptOutcome.ABANDONED
     assert detected >= settings.REPORT_LEASE_SECONDS - 1  # the lease, not a live worker, ended it
     assert 1.0 <= rerun <= 1.0 + 2.0, "due by the row: no dead scheduler's lock to wait out"
+
+
+def test_rq_suspend_stops_taking_tasks_and_keeps_serving_the_attempts_in_flight(start_worker, settings, redis_conn):
+    """As with rq.Worker, a worker waiting for a job when `rq suspend` comes takes the next one, then
+    heeds it; unlike rq.Worker's sleep, the suspended pool keeps recording and renewing the leases
+    of the attempts in flight (the reaper would take them back), and takes no new job until resumed."""
+    from rq.suspension import resume, suspend
+
+    settings.REPORT_HEARTBEAT_SECONDS = 0.5
+    settings.REPORT_LEASE_SECONDS = 2
+    worker = start_worker()
+    before = submit_task(kind="probe", params={"write_output": False}).task
+    wait_until(lambda: all_done([before]), message="a task before the suspension")  # now waiting for the next
+    suspend(redis_conn)
+    first = submit_task(kind="probe", params={"sleep_seconds": 4, "write_output": False}).task
+
+    def first_done():
+        reap_tasks(use_lock=False)  # as the periodic reaper would: a lapsed lease is taken back
+        return all_done([first])
+
+    wait_until(first_done, timeout=30, interval=0.2, message="the task the waiting worker took")
+    assert list(first.attempts.values_list("outcome", flat=True)) == [AttemptOutcome.SUCCEEDED]
+    assert redis_conn.hget(f"rq:worker:{worker.name}", "state") == b"suspended"
+    held = submit_task(kind="probe", params={"write_output": False}).task
+    wait_until(lambda: redis_conn.llen("rq:queue:default") == 1, message="the task's job to be queued")
+    assert ReportTask.objects.get(pk=held.pk).status == TaskStatus.PENDING
+
+    resume(redis_conn)
+    wait_until(lambda: all_done([held]), message="the task after `rq resume`")
+
+
+def test_the_store_holds_a_directory_only_for_an_attempt_that_writes_a_file(start_worker, media_root):
+    start_worker()
+    with_file = submit_task(kind="probe", params={}).task
+    without = submit_task(kind="probe", params={"write_output": False}).task
+    wait_until(lambda: all_done([with_file, without]), message="the tasks to finish")
+
+    assert [p.name for p in (media_root / "reports" / str(with_file.public_id) / "attempt-1").iterdir()] == ["probe.csv"]
+    assert not (media_root / "reports" / str(without.public_id)).exists()

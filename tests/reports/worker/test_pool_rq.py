@@ -1,0 +1,133 @@
+"""The pool worker's dequeue (reports/worker/pool_rq.py): in one round trip it releases the slots of
+the attempts just recorded and takes the slot of the kind the next job names, so that job's claim
+is a single statement; a slot taken for a claim that does not happen goes back at once, and a
+slot an ordinary claim renewed meanwhile is left alone. The cap holds throughout."""
+
+from types import SimpleNamespace
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from reports.models import ReportTask, TaskStatus
+from reports.services import claim_task, submit_task
+from reports.services.enqueue import enqueue_attempt
+from reports.worker import concurrency, pool_rq
+from reports.worker.pool import PoolReportWorker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def capped(settings, redis_conn):
+    settings.REPORT_KIND_CONCURRENCY = {"probe": 1}
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
+    return settings
+
+
+@pytest.fixture
+def worker(redis_conn):
+    return PoolReportWorker(["default"], name="pool-rq-test")
+
+
+def claim(task, slot, attempt=1):
+    return claim_task(task_id=task.pk, attempt=attempt, worker="w", lease_seconds=12, slot=slot)
+
+
+def redis_calls(redis_conn) -> int:
+    return sum(stats["calls"] for stats in redis_conn.info("commandstats").values())
+
+
+def test_the_dequeue_takes_the_slot_its_job_names_and_the_claim_is_one_statement(capped, worker, redis_conn):
+    task = submit_task(kind="probe", params={"write_output": False}).task
+
+    job, _ = pool_rq.dequeue(worker)
+
+    slot = pool_rq.taken_slot(job)
+    assert slot is not None and slot[0] == "probe"
+    assert set(concurrency.holders("probe")) == {f"{task.pk}:1"}
+    calls = redis_calls(redis_conn)
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim(task, slot)
+    assert claimed.status == TaskStatus.RUNNING and claimed.kind == "probe"
+    assert redis_calls(redis_conn) == calls + 1  # INFO itself: the claim waited for no Redis call
+    statements = [query["sql"].split()[0] for query in queries]
+    # PostgreSQL: the UPDATE and the attempt row in one statement, outside any transaction.
+    assert statements == (["WITH"] if connection.vendor == "postgresql" else ["BEGIN", "UPDATE", "INSERT", "COMMIT"])
+    assert set(concurrency.holders("probe")) == {f"{task.pk}:1"}
+
+
+def test_a_claim_that_does_not_happen_gives_the_slot_back(capped, worker):
+    task = submit_task(kind="probe", params={"write_output": False}).task
+    job, _ = pool_rq.dequeue(worker)
+    ReportTask.objects.filter(pk=task.pk).update(status=TaskStatus.CANCELLED)  # the delivery is a phantom now
+
+    assert claim(task, pool_rq.taken_slot(job)) is None
+    assert concurrency.holders("probe") == {}
+
+
+def test_a_job_naming_another_kind_is_claimed_the_ordinary_way(capped, worker, redis_conn):
+    task = submit_task(kind="sales_summary", params={}).task
+    redis_conn.delete("rq:queue:default")
+    enqueue_attempt(task_id=task.pk, attempt=1, priority="default", timeout=30, kind="probe")  # a forged hint
+
+    job, _ = pool_rq.dequeue(worker)
+    assert pool_rq.taken_slot(job)[0] == "probe"
+    claimed = claim(task, pool_rq.taken_slot(job))
+
+    assert claimed.status == TaskStatus.RUNNING and claimed.kind == "sales_summary"
+    assert concurrency.holders("probe") == {}
+
+
+def test_no_slot_is_taken_for_an_attempt_holding_one_or_for_a_full_kind(capped, worker, redis_conn):
+    first = submit_task(kind="probe", params={}).task
+    second = submit_task(kind="probe", params={}).task
+    assert concurrency.acquire(kind="probe", task_id=first.pk, attempt=1, lease_seconds=60)  # a duplicate's
+
+    job, _ = pool_rq.dequeue(worker)
+    assert job.id == f"report-{first.pk}-1" and pool_rq.taken_slot(job) is None
+    job, _ = pool_rq.dequeue(worker)
+    assert job.id == f"report-{second.pk}-1" and pool_rq.taken_slot(job) is None  # the cap is full
+    assert set(concurrency.holders("probe")) == {f"{first.pk}:1"}
+
+
+def test_a_slot_renewed_by_an_ordinary_claim_is_not_given_back(capped, worker):
+    task = submit_task(kind="probe", params={}).task
+    job, _ = pool_rq.dequeue(worker)
+    kind, score = pool_rq.taken_slot(job)
+    # A duplicate delivery of the same attempt, claimed the ordinary way, renews the member.
+    assert claim_task(task_id=task.pk, attempt=1, worker="w2", lease_seconds=12).status == TaskStatus.RUNNING
+
+    concurrency.give_back(kind=kind, task_id=task.pk, attempt=1, score=score)
+
+    assert set(concurrency.holders("probe")) == {f"{task.pk}:1"}
+
+
+def test_a_retry_holding_its_slot_evicts_the_stale_slot_of_its_earlier_attempt(capped, worker, redis_conn):
+    capped.REPORT_KIND_CONCURRENCY = {"probe": 2}
+    task = submit_task(kind="probe", params={}).task
+    redis_conn.delete("rq:queue:default")
+    ReportTask.objects.filter(pk=task.pk).update(status=TaskStatus.RETRYING, attempt=1)
+    assert concurrency.acquire(kind="probe", task_id=task.pk, attempt=1, lease_seconds=600)  # a killed worker's
+    enqueue_attempt(task_id=task.pk, attempt=2, priority="default", timeout=30, kind="probe")
+
+    job, _ = pool_rq.dequeue(worker)
+    assert claim(task, pool_rq.taken_slot(job), attempt=2).attempt == 2
+
+    assert set(concurrency.holders("probe")) == {f"{task.pk}:2"}
+
+
+def test_the_dequeue_releases_the_recorded_attempts_slots_before_taking_the_next(capped, worker):
+    """With a cap of 1, the next task of the kind is claimed at once, not parked: the slot of the
+    attempt just recorded is released in the same round trip, before the next job's slot is taken."""
+    first = submit_task(kind="probe", params={}).task
+    second = submit_task(kind="probe", params={}).task
+    job, _ = pool_rq.dequeue(worker)
+    running = claim(first, pool_rq.taken_slot(job))
+    ended = pool_rq.Ended(SimpleNamespace(job=job, execution=None), "done", running)
+
+    job, _ = pool_rq.dequeue(worker, releasing=[ended])
+
+    assert ended.slot_released and job.id == f"report-{second.pk}-1"
+    assert set(concurrency.holders("probe")) == {f"{second.pk}:1"}
+    assert claim(second, pool_rq.taken_slot(job)).status == TaskStatus.RUNNING
