@@ -113,7 +113,7 @@ def run(bench, args) -> None:
             print(f"round {number}: generate() {direct_wall * 1000:6.1f} ms, through the pool {pool_wall * 1000:6.1f} ms"
                   f" (CPU {direct_cpu * 1000:5.1f} / {pool_cpu * 1000:5.1f} ms); load {os.getloadavg()[0]:.2f}",
                   flush=True)
-    direct_wall, pool_wall, direct_cpu, pool_cpu = (statistics.median(column) for column in zip(*rounds))
+    direct_wall, pool_wall, direct_cpu, pool_cpu = (statistics.median(column) for column in zip(*rounds, strict=True))
     print(f"generate() directly: median {direct_wall * 1000:.1f} ms per report")
     print(f"through the pool worker, one at a time: {pool_wall * 1000:.1f} ms per report "
           f"(first claim -> last recorded outcome / n)")
