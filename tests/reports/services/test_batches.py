@@ -162,8 +162,10 @@ def test_a_large_batch_is_fanned_out_and_run_by_real_workers(start_worker, fast_
 
 
 def test_batch_of_500_with_permanent_failures(start_worker, fast_retries, token_client):
+    # 10 ms each: long enough for the polls to see the batch move (500 no-ops can finish between
+    # three polls of two pool workers).
     items = [
-        {"kind": "probe", "params": {"fail_permanently": i % 25 == 0, "write_output": False}}
+        {"kind": "probe", "params": {"fail_permanently": i % 25 == 0, "write_output": False, "sleep_seconds": 0.01}}
         for i in range(500)
     ]
     batch, _ = submit_batch(items=items, name="500 regions")
