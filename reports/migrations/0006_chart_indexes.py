@@ -5,21 +5,7 @@ CONCURRENTLY on PostgreSQL, as 0005's index on finished_at is."""
 
 from django.db import migrations, models
 
-
-class AddIndexAnywhere(migrations.AddIndex):
-    """CREATE INDEX CONCURRENTLY on PostgreSQL, the ordinary AddIndex elsewhere."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        model = to_state.apps.get_model(app_label, self.model_name)
-        schema_editor.add_index(model, self.index, concurrently=True)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        model = from_state.apps.get_model(app_label, self.model_name)
-        schema_editor.remove_index(model, self.index, concurrently=True)
+from reports.migration_operations import AddIndexAnywhere
 
 
 class Migration(migrations.Migration):
