@@ -358,9 +358,13 @@ _NO_BROWSER = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(config, items):
-    """Find (or install) the browser once, before any test runs, and only when browser tests are
+    """The long tests first (browser, slow), so that with `-n` (pytest-xdist) they spread over the
+    workers from the start instead of ending the run on one of them.
+
+    Find (or install) the browser once, before any test runs, and only when browser tests are
     selected. Without one, the first browser test fails with the one line that says what to do and
     the others are deselected: the run fails, and says why once."""
+    items.sort(key=lambda item: not (item.get_closest_marker("browser") or item.get_closest_marker("slow")))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
     if not browser_items:
         return

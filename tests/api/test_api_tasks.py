@@ -2,7 +2,6 @@
 
 import ipaddress
 import threading
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -61,7 +60,7 @@ def test_status_of_a_dead_task_shows_the_last_error(token_client):
     assert body["output_path"] is None and body["download_url"] is None
 
 
-@pytest.mark.parametrize("task_id", [str(uuid.uuid4()), "not-a-uuid", "1", "%2e%2e"])
+@pytest.mark.parametrize("task_id", ["5b6f0c52-2a43-4d0e-9a51-3f1c7d2e8b90", "not-a-uuid", "1", "%2e%2e"])
 def test_unknown_or_malformed_ids_are_404_json(token_client, task_id):
     make_task()
     for suffix in ("status", "output"):
