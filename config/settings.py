@@ -140,6 +140,9 @@ else:
     # parallel checkouts) never drop each other's database.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# PostgreSQL: the claim and the completion as prepared statements (0 behind a pooler in
+# transaction mode that does not keep them: PgBouncer before 1.21, or without max_prepared_statements).
+REPORT_DB_PREPARED_STATEMENTS = env_bool("REPORT_DB_PREPARED_STATEMENTS", True)
 
 # --- Redis and RQ -------------------------------------------------------------
 # Unset REDIS_URL means the embedded redis-server that `manage.py up` starts on
