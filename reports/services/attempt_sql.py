@@ -9,6 +9,7 @@ The rules are the ORM path's (reports/services/attempts.py): the claim is the co
 import functools
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -49,6 +50,47 @@ _CLOSE = f"""UPDATE {ATTEMPT} SET outcome = %s, finished_at = %s, duration_secon
 _COMPLETE_PG = f"""WITH done AS ({_DONE} RETURNING id),
     closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")})
     SELECT count(*) FROM done"""
+
+
+def _claim_completing_pg(claim: str) -> str:
+    # The completion of the attempt a worker just finished and the claim of its next one, in one
+    # statement: one round trip and one WAL flush for both (the flush the completion needs).
+    return f"""WITH done AS ({_DONE} RETURNING id),
+    closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")}),
+    claimed AS ({claim} RETURNING id, {", ".join(_RETURNED)}),
+    attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)
+    SELECT (SELECT count(*) FROM done), {", ".join(f"claimed.{column}" for column in _RETURNED)}
+    FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
+
+
+_CLAIM_COMPLETING_PG = _claim_completing_pg(_CLAIM)
+_CLAIM_COMPLETING_PG_OF_KIND = _claim_completing_pg(_CLAIM + _OF_KIND)
+
+
+@dataclass
+class CarriedCompletion:
+    """The completion (running -> done) of a finished attempt, handed to the next claim to go in
+    its statement. `done` stays None unless that statement ran: then it says whether the attempt
+    still owned its task (False: fenced by a newer attempt)."""
+
+    task_id: int
+    attempt: int
+    output_file: str
+    started_at: datetime
+    done: bool | None = None
+
+    def params(self, now: datetime) -> list:
+        ended = _db_time(now)
+        return [
+            TaskStatus.DONE, self.output_file, ended, ended, self.task_id, TaskStatus.RUNNING, self.attempt,
+            AttemptOutcome.SUCCEEDED, ended, (now - self.started_at).total_seconds(), self.attempt,
+            AttemptOutcome.RUNNING,
+        ]  # fmt: skip
+
+
+def carries_completions() -> bool:
+    """Whether claim(completing=...) can carry a completion: PostgreSQL's single-statement path."""
+    return connection.vendor == "postgresql" and available()
 
 
 def _hot_cursor():
@@ -94,12 +136,13 @@ def _db_time(value: datetime):
 
 def claim(
     *, task_id: int, attempt: int, worker: str, now: datetime, lease_until: datetime, in_transaction: bool,
-    kind: str | None = None,
+    kind: str | None = None, completing: CarriedCompletion | None = None,
 ) -> ReportTask | None:
     """The claim's UPDATE and the attempt row; None: no row matched. `in_transaction`: the caller's
     transaction takes a concurrency slot after the claim, and rolls both back without one (on
     SQLite it inserts the attempt row itself once it holds the slot). `kind`: match only a task
-    of this kind (the caller holds its slot already)."""
+    of this kind (the caller holds its slot already). `completing`: on PostgreSQL, outside a
+    transaction, that completion goes in the claim's statement (its `done` then says how it went)."""
     started, lease = _db_time(now), _db_time(lease_until)
     claim_params = [
         TaskStatus.RUNNING, attempt, started, lease, started,
@@ -110,7 +153,13 @@ def claim(
     attempt_params = [attempt, worker[:200], started, AttemptOutcome.RUNNING]
     update = f"{_CLAIM}{_OF_KIND if kind is not None else ''} RETURNING {', '.join(_RETURNED)}"
     with _hot_cursor() as cursor:
-        if connection.vendor == "postgresql":  # one statement, in the caller's transaction or not
+        if connection.vendor == "postgresql" and not in_transaction and completing is not None and completing.done is None:
+            statement = _CLAIM_COMPLETING_PG if kind is None else _CLAIM_COMPLETING_PG_OF_KIND
+            cursor.execute(statement, completing.params(now) + claim_params + attempt_params)
+            completed, *row = cursor.fetchone()
+            completing.done = bool(completed)
+            row = row if row[0] is not None else None
+        elif connection.vendor == "postgresql":  # one statement, in the caller's transaction or not
             cursor.execute(_CLAIM_PG if kind is None else _CLAIM_PG_OF_KIND, claim_params + attempt_params)
             row = cursor.fetchone()
         elif in_transaction:

@@ -72,7 +72,7 @@ class FailureInfo:
 
 def claim_task(
     *, task_id: int, attempt: int, worker: str, lease_seconds: float | None = None,
-    slot: "tuple[str, bytes] | None" = None,
+    slot: "tuple[str, bytes] | None" = None, completing: "attempt_sql.CarriedCompletion | None" = None,
 ) -> "ReportTask | ClaimDeferred | None":
     """pending/retrying -> running for exactly this attempt; None means a phantom delivery,
     ClaimDeferred a paused kind or a full concurrency cap (reports/services/pausing.py, reports/worker/concurrency.py).
@@ -85,13 +85,17 @@ def claim_task(
     (a pool worker, in the round trip that dequeued the job, from the kind its job names). The
     claim is then one statement that matches only a task of that kind; when it matches none (a
     phantom, a paused kind, a job naming another kind), the slot is given back and the claim
-    runs the ordinary way."""
+    runs the ordinary way.
+
+    `completing`: a finished attempt's completion to carry in the claim's statement where the
+    claim is one statement (PostgreSQL; with a slot, or no cap); its `done` is left None where not."""
     if slot is not None:
         task = _claim_holding_slot(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds,
-                                   slot=slot)
+                                   slot=slot, completing=completing)
         if task is not None:
             return task
-    outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds)
+    outcome = _claim_once(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds,
+                          completing=completing)
     if not isinstance(outcome, _NoSlot):
         return outcome
     # Wait in the room, then try once more: a slot freed before we were in the room woke nobody.
@@ -106,7 +110,7 @@ def claim_task(
     return outcome
 
 
-def _claim_holding_slot(*, task_id, attempt, worker, lease_seconds, slot) -> "ReportTask | None":
+def _claim_holding_slot(*, task_id, attempt, worker, lease_seconds, slot, completing=None) -> "ReportTask | None":
     kind, score = slot
     task = None
     try:
@@ -115,6 +119,7 @@ def _claim_holding_slot(*, task_id, attempt, worker, lease_seconds, slot) -> "Re
             task = attempt_sql.claim(
                 task_id=task_id, attempt=attempt, worker=worker, now=now,
                 lease_until=now + timedelta(seconds=lease_seconds), in_transaction=False, kind=kind,
+                completing=completing,
             )
     finally:
         if task is None:  # not claimed, or the database failed: the slot must not wait for its lease
@@ -127,18 +132,24 @@ def _claim_holding_slot(*, task_id, attempt, worker, lease_seconds, slot) -> "Re
     return task
 
 
-def _claim_once(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | ClaimDeferred | _NoSlot | None":
+def _claim_once(
+    *, task_id, attempt, worker, lease_seconds, completing=None
+) -> "ReportTask | ClaimDeferred | _NoSlot | None":
     if lease_seconds is not None and attempt_sql.available():
-        return _claim_lean(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds)
+        return _claim_lean(
+            task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds, completing=completing
+        )
     return _claim_orm(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds)
 
 
-def _claim_lean(*, task_id, attempt, worker, lease_seconds) -> "ReportTask | ClaimDeferred | _NoSlot | None":
+def _claim_lean(
+    *, task_id, attempt, worker, lease_seconds, completing=None
+) -> "ReportTask | ClaimDeferred | _NoSlot | None":
     now = timezone.now()
     lease_until = now + timedelta(seconds=lease_seconds)
     claim = dict(task_id=task_id, attempt=attempt, worker=worker, now=now, lease_until=lease_until)
     if not concurrency.any_capped():
-        task = attempt_sql.claim(**claim, in_transaction=False)
+        task = attempt_sql.claim(**claim, in_transaction=False, completing=completing)
         return task if task is not None else _why_not_claimed(task_id, attempt)
     with transaction.atomic():
         task = attempt_sql.claim(**claim, in_transaction=True)

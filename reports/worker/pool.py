@@ -16,14 +16,10 @@ in a horse forked for the job, while the worker keeps beating and recording for 
 import logging
 import os
 import time
-from dataclasses import dataclass
 
 from django.conf import settings
 from redis.exceptions import RedisError
 from rq.exceptions import StopRequested
-from rq.executions import Execution
-from rq.job import Job
-from rq.queue import Queue
 from rq.suspension import is_suspended
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
@@ -33,6 +29,7 @@ from reports.models import ReportTask
 from reports.outputs import prepare_attempt_dir
 from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
+from reports.worker.pool_carry import Carry, InFlight
 from reports.worker.pool_horses import Horse
 from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
 from reports.worker.records import horse_exit_result
@@ -43,30 +40,19 @@ POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
 SUSPENSION_CHECK_SECONDS = 1.0
 
 
-@dataclass
-class _InFlight:
-    job: Job
-    queue: Queue
-    task: ReportTask
-    horse: Horse
-    execution: Execution | None
-    overrun_at: float | None
-    killed_for_overrun: bool = False
-    taken_back: bool = False
-
-
 class PoolReportWorker(ReportWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._idle: list[Horse] = []
-        self._inflight: dict[int, _InFlight] = {}  # by horse pid
+        self._inflight: dict[int, InFlight] = {}  # by horse pid
         self._retiring: list[Horse] = []
         self._chosen: Horse | None = None
         self._cold = False
         self._next_beat = 0.0
         self._ended: list[pool_rq.Ended] = []  # recorded; RQ not told yet
-        self._starting: list[_InFlight] = []  # with their horses; RQ not told yet
+        self._starting: list[InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
+        self._carry = Carry()  # a completion that goes with the next claim
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -98,6 +84,7 @@ class PoolReportWorker(ReportWorker):
             try:
                 return super().execute_job(job, queue)
             finally:
+                self._settle_carry()  # after the hand-over: the horse runs meanwhile
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
@@ -107,6 +94,21 @@ class PoolReportWorker(ReportWorker):
             pool_rq.give_back_slot(job.id, slot)
         self._tell_rq()
         return super().execute_job(job, queue)
+
+    def carried_completion(self):
+        return self._carry.completion
+
+    def _claim(self, task_id: int, attempt: int, slot=None):
+        try:
+            return super()._claim(task_id, attempt, slot)
+        finally:
+            if self._carry.completion is not None and self._carry.completion.done is None:
+                self._settle_carry()  # not carried (a failed claim): recorded at once, not after a back-off
+
+    def _settle_carry(self) -> None:
+        ended = self._carry.settle(self._recorder)
+        if ended is not None:
+            self._ended.append(ended)
 
     def _slot_taken_for(self, job, task_id: int, attempt: int):
         slot = pool_rq.taken_slot(job)
@@ -176,7 +178,7 @@ class PoolReportWorker(ReportWorker):
             # The horse's own alarm ends the kind at the timeout; this is for a horse stuck where
             # signals do not reach Python (C code, a stopped process).
             overrun_at = time.monotonic() + timeout + 2 * settings.REPORT_HEARTBEAT_SECONDS
-        inflight = self._inflight[horse.pid] = _InFlight(job, queue, task, horse, None, overrun_at)
+        inflight = self._inflight[horse.pid] = InFlight(job, queue, task, horse, None, overrun_at)
         sent = False
         try:
             horse.send(pool_horses.request_bytes(report_job.HandedOver.of(task), timeout))
@@ -199,7 +201,10 @@ class PoolReportWorker(ReportWorker):
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
         try:
-            result = pool_rq.dequeue(self, releasing=self._ended)
+            result = pool_rq.dequeue(self, releasing=self._ended, full_goes_back=self._carry.completion is not None)
+            if result is pool_rq.FULL:  # the slot the carried completion holds may be the one it needs
+                self._settle_carry()
+                result = pool_rq.dequeue(self, releasing=self._ended)
             while result is pool_rq.GONE:
                 result = pool_rq.dequeue(self)
         except RedisError as exc:
@@ -312,8 +317,9 @@ class PoolReportWorker(ReportWorker):
         result = report_job.RunResult.from_bytes(frame)
         if result is None:
             result = horse_exit_result(b"", None, overrun=False)
-        self._recorder.record(inflight.task, result, release_slot=False)
-        self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
+        if not self._carry.hold(inflight, result):
+            self._recorder.record(inflight.task, result, release_slot=False)
+            self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
         if (
             horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
             or result.status == report_job.TIMEOUT
@@ -350,6 +356,7 @@ class PoolReportWorker(ReportWorker):
         in one round trip (the slots not yet released by a dequeue are released in it). When Redis
         fails, the database is still the truth: the slots' leases free them and the reaper loop
         wakes their waiters."""
+        self._settle_carry()
         ended, self._ended = self._ended, []
         starting, self._starting = self._starting, []
         if not ended and not starting:

@@ -26,7 +26,8 @@ logger = logging.getLogger("reports.worker")
 
 # KEYS: the queues in order, then a (holders, waiters) pair per slot to release. ARGV: the job key
 # prefix, the number of queues, the capped kinds ({kind: [holders key, limit]}, JSON), the slot
-# lease beyond the job timeout, then a (limit, holder) pair per slot to release. In one round
+# lease beyond the job timeout, '1' to put a job whose kind is at its cap back at the head of its
+# queue (see FULL), then a (limit, holder) pair per slot to release. In one round
 # trip: the slots of the attempts just recorded are released (their waiters popped); the first
 # job id and its hash are read, as rq.Queue.dequeue_any's LPOP and Job.fetch's HGETALL would read
 # them; and when the job is a report attempt whose meta names a capped kind, a slot of that kind is
@@ -36,7 +37,7 @@ local queues = tonumber(ARGV[2])
 local woken = {}
 for pair = 1, (#KEYS - queues) / 2 do
   local at = queues + 2 * pair - 1
-  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[3 + 2 * pair], ARGV[4 + 2 * pair])
+  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[4 + 2 * pair], ARGV[5 + 2 * pair])
 end
 for i = 1, queues do
   local id = redis.call('LPOP', KEYS[i])
@@ -53,7 +54,12 @@ for i = 1, queues do
       local cap = ok and type(hint) == 'table' and cjson.decode(ARGV[3])[hint.kind]
       if cap then
         local score = take_slot(cap[1], cap[2], task .. ':' .. attempt, timeout + tonumber(ARGV[4]))
-        if score then slot = {hint.kind, score} end
+        if score then
+          slot = {hint.kind, score}
+        elseif ARGV[5] == '1' then
+          redis.call('LPUSH', KEYS[i], id)
+          return {woken, 'full'}
+        end
       end
     end
     return {woken, KEYS[i], id, job, slot}
@@ -62,6 +68,9 @@ end
 return {woken}
 """
 GONE = object()
+# The first job's kind is at its cap, and the caller holds a slot it has not released yet (a
+# completion waiting to go with the next claim): the job is back at the head of its queue.
+FULL = object()
 
 
 @dataclass
@@ -74,16 +83,17 @@ class Ended:
     slot_released: bool = False
 
 
-def dequeue(worker, releasing: list[Ended] = ()):
+def dequeue(worker, releasing: list[Ended] = (), *, full_goes_back: bool = False):
     """(job, queue), None when the queues are empty, or GONE for an id whose job hash is gone
     (RQ skips those too) or that is no job id at all. The concurrency slots of `releasing` are
     freed first, in the same round trip, and their waiters enqueued. A job for which a slot was
-    taken carries it: see taken_slot()."""
+    taken carries it: see taken_slot(). `full_goes_back`: FULL instead of a job whose kind is at
+    its cap (the caller releases what it holds, then asks again)."""
     queues = worker._ordered_queues
     slots = [ended for ended in releasing if not ended.slot_released and concurrency.limit_for(ended.task.kind)]
     keys = [q.key for q in queues]
     args = [Job.redis_job_namespace_prefix, len(queues), json.dumps(concurrency.caps_by_holders_key()),
-            settings.REPORT_LEASE_GRACE]
+            settings.REPORT_LEASE_GRACE, "1" if full_goes_back else "0"]
     for ended in slots:
         kind = ended.task.kind
         keys += [concurrency.holders_key(kind), concurrency.waiters_key(kind)]
@@ -95,6 +105,8 @@ def dequeue(worker, releasing: list[Ended] = ()):
             concurrency.enqueue_woken(ended.task.kind, woken)
     if len(reply) == 1:
         return None
+    if len(reply) == 2:
+        return FULL
     _, key, job_id, flat, slot = reply
     queue = next(q for q in queues if q.key == key.decode())
     try:

@@ -186,6 +186,9 @@ class _AttemptOwner:
     def _slot_taken_for(self, job, task_id: int, attempt: int):
         return None  # the pool worker's dequeue takes slots (reports/worker/pool_rq.py)
 
+    def carried_completion(self):
+        return None  # the pool worker's claims carry completions (reports/worker/pool_carry.py)
+
     def _claim(self, task_id: int, attempt: int, slot=None) -> "ReportTask | report_job.Decided":
         started = time.monotonic()
         claim = dict(
@@ -193,7 +196,7 @@ class _AttemptOwner:
         )
         try:
             try:
-                claimed = claim_task(**claim, slot=slot)
+                claimed = claim_task(**claim, slot=slot, completing=self.carried_completion())
             except (OperationalError, InterfaceError) as exc:
                 # Most often the server dropped this idle connection (a restart, a failover, a
                 # terminated backend): once more on a new one. A claim that did commit before

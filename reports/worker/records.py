@@ -59,11 +59,15 @@ class AttemptRecorder:
             connection.close()
             return None
 
-    def record(self, task: ReportTask, result: "report_job.RunResult", *, release_slot: bool = True) -> None:
+    def record(
+        self, task: ReportTask, result: "report_job.RunResult", *, release_slot: bool = True,
+        answer_may_be_lost: bool = False,
+    ) -> None:
         """`release_slot=False`: the caller releases the attempt's concurrency slot itself (the
-        pool worker does it in the pipeline that ends the RQ job)."""
+        pool worker does it in the pipeline that ends the RQ job). `answer_may_be_lost`: a
+        completion that finds the task done by this very attempt is not a fenced one."""
         if result.status == report_job.DONE:
-            self._complete(task, result)
+            self._complete(task, result, answer_may_be_lost=answer_may_be_lost)
         else:
             self._fail(task, result)
         if release_slot and concurrency.limit_for(task.kind) is not None:
@@ -82,20 +86,24 @@ class AttemptRecorder:
         except Exception:
             logger.exception("could not record the interrupted attempt %s of task %s", task.attempt, task.pk)
 
-    def _complete(self, task: ReportTask, result: "report_job.RunResult") -> None:
+    def _complete(self, task: ReportTask, result: "report_job.RunResult", *, answer_may_be_lost: bool) -> None:
         def complete(retrying: bool) -> bool:
             done = complete_task(
                 task_id=task.pk, attempt=task.attempt, output_file=result.output_file, started_at=task.started_at
             )
-            if not done and retrying:  # a commit whose answer was lost, or really fenced?
+            if not done and (retrying or answer_may_be_lost):  # a commit whose answer was lost, or fenced?
                 done = ReportTask.objects.filter(
                     pk=task.pk, status=TaskStatus.DONE, attempt=task.attempt, output_file=result.output_file
                 ).exists()
             return done
 
         done = self._with_retries("completion", task, complete)
-        if done is None:
-            return  # left to the reaper, which removes the attempt's files when it takes it back
+        if done is not None:  # else left to the reaper, which removes the attempt's files when it takes it back
+            self.completed(task, result, done)
+
+    @staticmethod
+    def completed(task: ReportTask, result: "report_job.RunResult", done: bool) -> None:
+        """The files a completion leaves, once it ran (here, or carried by the next claim)."""
         if not done:
             remove_output(result.output_file)  # fenced: a newer attempt owns the task
         elif task.attempt > 1:

@@ -6,10 +6,11 @@ import os
 import signal
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from reports.errors import LeaseExpired, error_type_name
-from reports.models import AttemptOutcome, ReportTask, TaskStatus
+from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import FailureInfo, record_attempt_failure, submit_task
 from reports.worker.reaper import reap_tasks
 from tests.conftest import horse_pid_of_running_attempt, wait_until
@@ -157,3 +158,21 @@ def test_the_store_holds_a_directory_only_for_an_attempt_that_writes_a_file(star
 
     assert [p.name for p in (media_root / "reports" / str(with_file.public_id) / "attempt-1").iterdir()] == ["probe.csv"]
     assert not (media_root / "reports" / str(without.public_id)).exists()
+
+
+def test_on_postgresql_each_completion_goes_in_the_next_claims_statement(start_worker, settings):
+    """One horse, tasks back to back: the completion of each attempt is carried by the claim of
+    the next (reports/worker/pool_carry.py), so it bears the claim's own timestamp. SQLite records
+    each completion on its own (a claim there is a transaction of two statements already)."""
+    settings.REPORT_WORKER_CONCURRENCY = 1
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(6)]
+    start_worker()
+
+    wait_until(lambda: all_done(tasks), message="the tasks to finish")
+
+    attempts = list(
+        TaskAttempt.objects.filter(task__in=tasks).order_by("started_at").values_list("started_at", "finished_at")
+    )
+    carried = sum(finished == attempts[i + 1][0] for i, (_, finished) in enumerate(attempts[:-1]))
+    assert carried == (len(tasks) - 1 if connection.vendor == "postgresql" else 0), attempts
+    assert all(finished is not None for _, finished in attempts)

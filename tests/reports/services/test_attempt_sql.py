@@ -2,13 +2,18 @@
 completion are prepared once per connection (REPORT_DB_PREPARED_STATEMENTS, on by default) and
 the fencing rules are the same either way; with the setting off nothing is prepared, for poolers
 in transaction mode. SQLite has no prepared statements to keep: there the same calls go through
-Django's own cursor."""
+Django's own cursor.
+
+A claim can carry the completion of the attempt its worker just finished: on PostgreSQL both go
+in one statement, fenced as each is alone."""
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from reports.models import ReportTask, TaskAttempt, TaskStatus
 from reports.services import claim_task, complete_task, submit_task
+from reports.services.attempt_sql import CarriedCompletion, carries_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,3 +75,51 @@ def test_a_prepared_completion_still_fences_a_stale_attempt(settings, redis_conn
     assert not complete_task(task_id=task.pk, attempt=2, output_file="", started_at=task.created_at)
     assert claim_task(task_id=task.pk, attempt=1, worker="w2", lease_seconds=12) is None
     assert ReportTask.objects.get(pk=task.pk).status == TaskStatus.RUNNING
+
+
+def finished_attempt(**params) -> ReportTask:
+    task = submit_task(kind="probe", params={"write_output": False, **params}).task
+    return claim_task(task_id=task.pk, attempt=1, worker="w", lease_seconds=12)
+
+
+def carried(task: ReportTask, output_file: str = "") -> CarriedCompletion:
+    return CarriedCompletion(task.pk, task.attempt, output_file, task.started_at)
+
+
+def test_a_claim_carries_the_previous_completion_in_its_one_statement(redis_conn, settings):
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0  # no cap: the claim is a single statement
+    finished = finished_attempt()
+    following = submit_task(kind="probe", params={"write_output": False}).task
+    completion = carried(finished)
+
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim_task(task_id=following.pk, attempt=1, worker="w", lease_seconds=12, completing=completion)
+
+    assert claimed.status == TaskStatus.RUNNING
+    finished.refresh_from_db()
+    if carries_completions():
+        assert completion.done is True and finished.status == TaskStatus.DONE
+        assert [q["sql"].split()[0] for q in queries] == ["WITH"]
+        closed = TaskAttempt.objects.get(task=finished, number=1)
+        assert closed.outcome == "succeeded" and closed.finished_at == claimed.started_at
+    else:  # SQLite: the claim leaves it to its caller
+        assert completion.done is None and finished.status == TaskStatus.RUNNING
+
+
+def test_a_carried_completion_is_fenced_and_a_phantom_claim_still_carries_one(redis_conn, settings):
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
+    stale = finished_attempt()
+    ReportTask.objects.filter(pk=stale.pk).update(attempt=2)  # the reaper gave it to another attempt
+    following = submit_task(kind="probe", params={"write_output": False}).task
+    fenced = carried(stale)
+
+    assert claim_task(task_id=following.pk, attempt=1, worker="w", lease_seconds=12, completing=fenced) is not None
+    assert fenced.done is (False if carries_completions() else None)
+    assert ReportTask.objects.get(pk=stale.pk).status == TaskStatus.RUNNING
+
+    finished = finished_attempt()
+    completion = carried(finished)
+    assert claim_task(task_id=following.pk, attempt=1, worker="w2", lease_seconds=12, completing=completion) is None
+    assert completion.done is (True if carries_completions() else None)
+    expected = TaskStatus.DONE if carries_completions() else TaskStatus.RUNNING
+    assert ReportTask.objects.get(pk=finished.pk).status == expected

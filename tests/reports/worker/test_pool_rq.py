@@ -131,3 +131,21 @@ def test_the_dequeue_releases_the_recorded_attempts_slots_before_taking_the_next
     assert ended.slot_released and job.id == f"report-{second.pk}-1"
     assert set(concurrency.holders("probe")) == {f"{second.pk}:1"}
     assert claim(second, pool_rq.taken_slot(job)).status == TaskStatus.RUNNING
+
+
+def test_a_job_of_a_full_kind_goes_back_to_the_head_while_a_completion_waits_to_be_carried(capped, worker, redis_conn):
+    """The worker holds the slot of a completion it means to carry with the next claim: a job of a
+    kind at its cap is not claimed the ordinary way (it would be parked) but put back where it was,
+    and taken once that completion is recorded and its slot released."""
+    first = submit_task(kind="probe", params={}).task
+    second = submit_task(kind="probe", params={}).task
+    job, _ = pool_rq.dequeue(worker)
+    running = claim(first, pool_rq.taken_slot(job))
+
+    assert pool_rq.dequeue(worker, full_goes_back=True) is pool_rq.FULL
+
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{second.pk}-1".encode()]
+    assert set(concurrency.holders("probe")) == {f"{first.pk}:1"}
+    ended = pool_rq.Ended(SimpleNamespace(job=job, execution=None), "done", running)
+    job, _ = pool_rq.dequeue(worker, releasing=[ended], full_goes_back=True)
+    assert job.id == f"report-{second.pk}-1" and pool_rq.taken_slot(job)[0] == "probe"
