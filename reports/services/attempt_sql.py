@@ -31,12 +31,17 @@ _INSERT_ATTEMPT = f"""INSERT INTO {ATTEMPT}
     (task_id, number, worker, started_at, outcome, error_type, error_message, traceback)"""
 
 
+def _claimed_with_attempt_row(claim: str) -> str:
+    """The CTEs `claimed` (the claim, returning what the worker needs) and `attempt_row`."""
+    return f"""claimed AS ({claim} RETURNING id, {", ".join(_RETURNED)}),
+    attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)"""
+
+
 def _claim_pg(claim: str) -> str:
     # A lost claim (the server crashed before flushing it) leaves the task claimable and makes the
     # outcome of the attempt fenced, so the claim alone skips the wait for the WAL flush.
     return f"""WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
-    claimed AS ({claim} RETURNING id, {", ".join(_RETURNED)}),
-    attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)
+    {_claimed_with_attempt_row(claim)}
     SELECT {", ".join(_RETURNED)} FROM claimed, durability"""
 
 
@@ -47,24 +52,39 @@ _DONE = f"""UPDATE {TASK} SET status = %s, output_file = %s, finished_at = %s, l
     last_error = '', updated_at = %s WHERE id = %s AND status = %s AND attempt = %s"""
 _CLOSE = f"""UPDATE {ATTEMPT} SET outcome = %s, finished_at = %s, duration_seconds = %s
     WHERE task_id = %s AND number = %s AND outcome = %s"""
-_COMPLETE_PG = f"""WITH done AS ({_DONE} RETURNING id),
-    closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")})
+# The CTEs `done` (the task row) and `closed` (its attempt row, only if the task row changed).
+_DONE_AND_CLOSED = f"""done AS ({_DONE} RETURNING id),
+    closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")})"""
+_COMPLETE_PG = f"""WITH {_DONE_AND_CLOSED}
     SELECT count(*) FROM done"""
 
 
 def _claim_completing_pg(claim: str) -> str:
     # The completion of the attempt a worker just finished and the claim of its next one, in one
     # statement: one round trip and one WAL flush for both (the flush the completion needs).
-    return f"""WITH done AS ({_DONE} RETURNING id),
-    closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")}),
-    claimed AS ({claim} RETURNING id, {", ".join(_RETURNED)}),
-    attempt_row AS ({_INSERT_ATTEMPT} SELECT id, %s, %s, %s, %s, '', '', '' FROM claimed)
+    return f"""WITH {_DONE_AND_CLOSED},
+    {_claimed_with_attempt_row(claim)}
     SELECT (SELECT count(*) FROM done), {", ".join(f"claimed.{column}" for column in _RETURNED)}
     FROM (SELECT 1) AS one LEFT JOIN claimed ON true"""
 
 
 _CLAIM_COMPLETING_PG = _claim_completing_pg(_CLAIM)
 _CLAIM_COMPLETING_PG_OF_KIND = _claim_completing_pg(_CLAIM + _OF_KIND)
+
+
+def _completion_params(*, task_id: int, attempt: int, output_file: str, now: datetime, duration: float | None):
+    """The parameters of _DONE, and of _CLOSE up to its WHERE clause."""
+    ended = _db_time(now)
+    return (
+        [TaskStatus.DONE, output_file, ended, ended, task_id, TaskStatus.RUNNING, attempt],
+        [AttemptOutcome.SUCCEEDED, ended, duration],
+    )
+
+
+def _completion_pg_params(**completion) -> list:
+    """The parameters of _DONE_AND_CLOSED."""
+    done_params, close_params = _completion_params(**completion)
+    return done_params + close_params + [completion["attempt"], AttemptOutcome.RUNNING]
 
 
 @dataclass
@@ -80,12 +100,10 @@ class CarriedCompletion:
     done: bool | None = None
 
     def params(self, now: datetime) -> list:
-        ended = _db_time(now)
-        return [
-            TaskStatus.DONE, self.output_file, ended, ended, self.task_id, TaskStatus.RUNNING, self.attempt,
-            AttemptOutcome.SUCCEEDED, ended, (now - self.started_at).total_seconds(), self.attempt,
-            AttemptOutcome.RUNNING,
-        ]  # fmt: skip
+        return _completion_pg_params(
+            task_id=self.task_id, attempt=self.attempt, output_file=self.output_file, now=now,
+            duration=(now - self.started_at).total_seconds(),
+        )
 
 
 def carries_completions() -> bool:
@@ -204,13 +222,12 @@ def attempt_params(*, attempt: int, worker: str, now: datetime) -> list:
 
 
 def complete(*, task_id: int, attempt: int, output_file: str, now: datetime, duration: float | None) -> bool:
-    ended = _db_time(now)
-    done_params = [TaskStatus.DONE, output_file, ended, ended, task_id, TaskStatus.RUNNING, attempt]
-    close_params = [AttemptOutcome.SUCCEEDED, ended, duration]
+    completion = dict(task_id=task_id, attempt=attempt, output_file=output_file, now=now, duration=duration)
     with _hot_cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(_COMPLETE_PG, done_params + close_params + [attempt, AttemptOutcome.RUNNING])
+            cursor.execute(_COMPLETE_PG, _completion_pg_params(**completion))
             return bool(cursor.fetchone()[0])
+        done_params, close_params = _completion_params(**completion)
         with transaction.atomic():
             cursor.execute(_DONE, done_params)
             if cursor.rowcount != 1:
