@@ -200,16 +200,6 @@ def wake(kind: str, *, releasing: str | None = None) -> int:
     return enqueue_woken(kind, members)
 
 
-def release_and_wake_in(pipe, *, kind: str, task_id: int, attempt: int) -> bool:
-    """release_and_wake as one command of the caller's pipeline; True when the kind is capped
-    (its reply, for enqueue_woken, is then the pipeline's next one)."""
-    limit = limit_for(kind)
-    if limit is None:
-        return False
-    pipe.eval(_WAKE, 2, holders_key(kind), waiters_key(kind), limit, holder(task_id, attempt))
-    return True
-
-
 def enqueue_woken(kind: str, members: list[bytes]) -> int:
     items = []
     for raw in members:

@@ -52,7 +52,7 @@ class PoolReportWorker(ReportWorker):
         self._ended: list[pool_rq.Ended] = []  # recorded; RQ not told yet
         self._starting: list[InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
-        self._carry = Carry()  # a completion that goes with the next claim
+        self._carry = Carry()  # completions that go with the next claims
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -84,7 +84,7 @@ class PoolReportWorker(ReportWorker):
             try:
                 return super().execute_job(job, queue)
             finally:
-                self._settle_carry()  # after the hand-over: the horse runs meanwhile
+                self._settle_carry(carried_only=True)  # after the hand-over: the horse runs meanwhile
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
@@ -99,16 +99,15 @@ class PoolReportWorker(ReportWorker):
         return self._carry.completion
 
     def _claim(self, task_id: int, attempt: int, slot=None):
+        completing = self._carry.completion
         try:
             return super()._claim(task_id, attempt, slot)
         finally:
-            if self._carry.completion is not None and self._carry.completion.done is None:
+            if completing is not None and completing.done is None:
                 self._settle_carry()  # not carried (a failed claim): recorded at once, not after a back-off
 
-    def _settle_carry(self) -> None:
-        ended = self._carry.settle(self._recorder)
-        if ended is not None:
-            self._ended.append(ended)
+    def _settle_carry(self, *, carried_only: bool = False) -> None:
+        self._ended += self._carry.settle(self._recorder, carried_only=carried_only)
 
     def _slot_taken_for(self, job, task_id: int, attempt: int):
         slot = pool_rq.taken_slot(job)
@@ -201,8 +200,8 @@ class PoolReportWorker(ReportWorker):
     def _dequeue_now(self):
         """A non-blocking look at the queues, in their order."""
         try:
-            result = pool_rq.dequeue(self, releasing=self._ended, full_goes_back=self._carry.completion is not None)
-            if result is pool_rq.FULL:  # the slot the carried completion holds may be the one it needs
+            result = pool_rq.dequeue(self, releasing=self._ended, full_goes_back=self._carry.holding)
+            if result is pool_rq.FULL:  # a slot a held completion holds may be the one it needs
                 self._settle_carry()
                 result = pool_rq.dequeue(self, releasing=self._ended)
             while result is pool_rq.GONE:

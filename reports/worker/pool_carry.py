@@ -1,5 +1,5 @@
 """What a pool worker holds between a report's result and its next claim: the attempts in flight
-(InFlight), and at most one completion waiting to go in the next claim's statement (Carry)."""
+(InFlight), and the completions waiting to go in the next claims' statements (Carry)."""
 
 import logging
 from dataclasses import dataclass
@@ -29,46 +29,53 @@ class InFlight:
 
 
 class Carry:
-    """A finished attempt's completion, kept from the database until the worker's next claim so
-    that both go in one statement: one round trip and one WAL flush where there were two of each
-    (PostgreSQL; reports/services/attempt_sql.py). It waits no longer than the next dequeue and
-    claim: an empty queue, a job that is not a report, RQ's bookkeeping or a shutdown settles it
-    first, and whatever the claim did not carry is recorded the ordinary way. Its concurrency slot
-    is released only once it is settled, the row having left `running`."""
+    """Finished attempts' completions, kept from the database until the worker's next claims so
+    that each goes in a claim's statement: one round trip and one WAL flush where there were two
+    of each (PostgreSQL; reports/services/attempt_sql.py). Results that arrive together (several
+    horses done while the worker was busy) are carried by the claims that follow, oldest first,
+    one each. None waits longer than those dequeues and claims: an empty queue, a job that is not a
+    report, RQ's bookkeeping, a claim that did not carry or a shutdown settles all of them first,
+    and whatever no claim carried is recorded the ordinary way. A concurrency slot is released only
+    once its completion is settled, the row having left `running`."""
 
     def __init__(self):
-        self._held: tuple[InFlight, report_job.RunResult, attempt_sql.CarriedCompletion] | None = None
+        self._held: list[tuple[InFlight, report_job.RunResult, attempt_sql.CarriedCompletion]] = []
 
     @property
     def completion(self) -> "attempt_sql.CarriedCompletion | None":
-        return self._held[2] if self._held is not None else None
+        """The oldest held completion that no claim has carried yet."""
+        return next((completion for _, _, completion in self._held if completion.done is None), None)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
 
     def hold(self, inflight: InFlight, result: report_job.RunResult) -> bool:
         task = inflight.task
-        if (
-            self._held is not None
-            or result.status != report_job.DONE
-            or task.started_at is None
-            or not attempt_sql.carries_completions()
-        ):
+        if result.status != report_job.DONE or task.started_at is None or not attempt_sql.carries_completions():
             return False
         completion = attempt_sql.CarriedCompletion(task.pk, task.attempt, result.output_file, task.started_at)
-        self._held = (inflight, result, completion)
+        self._held.append((inflight, result, completion))
         return True
 
-    def settle(self, recorder) -> "pool_rq.Ended | None":
-        """The held completion, carried by a claim or recorded now; its Ended for RQ's bookkeeping."""
-        if self._held is None:
-            return None
-        inflight, result, completion = self._held
-        self._held = None
-        task = inflight.task
-        if completion.done is None:
-            # A carrying statement that failed may have committed before its answer was lost.
-            recorder.record(task, result, release_slot=False, answer_may_be_lost=True)
-        else:
-            if not completion.done:
-                logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task.pk,
-                               task.attempt)
-            recorder.completed(task, result, completion.done)
-        return pool_rq.Ended(inflight, result.status, task)
+    def settle(self, recorder, *, carried_only: bool = False) -> "list[pool_rq.Ended]":
+        """The held completions that claims carried, and unless `carried_only` the others too,
+        recorded now; their Ended for RQ's bookkeeping."""
+        settled = []
+        kept = []
+        for inflight, result, completion in self._held:
+            task = inflight.task
+            if completion.done is None:
+                if carried_only:
+                    kept.append((inflight, result, completion))
+                    continue
+                # A carrying statement that failed may have committed before its answer was lost.
+                recorder.record(task, result, release_slot=False, answer_may_be_lost=True)
+            else:
+                if not completion.done:
+                    logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task.pk,
+                                   task.attempt)
+                recorder.completed(task, result, completion.done)
+            settled.append(pool_rq.Ended(inflight, result.status, task))
+        self._held = kept
+        return settled

@@ -176,3 +176,65 @@ def test_on_postgresql_each_completion_goes_in_the_next_claims_statement(start_w
     carried = sum(finished == attempts[i + 1][0] for i, (_, finished) in enumerate(attempts[:-1]))
     assert carried == (len(tasks) - 1 if connection.vendor == "postgresql" else 0), attempts
     assert all(finished is not None for _, finished in attempts)
+
+
+def test_on_postgresql_results_that_arrive_together_are_each_carried_by_a_claim(start_worker, settings, tmp_path):
+    """Two horses finish while their worker is frozen, so it finds both results at once: the two
+    claims that follow carry one completion each (oldest first), where one claim used to carry one
+    and the other completion went on its own. A horse removes its scratch directory only after it
+    has written its result, which is how the test knows both results wait."""
+    settings.REPORT_WORKER_CONCURRENCY = 2
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    slow = [submit_task(kind="probe", params={"write_output": False, "sleep_seconds": 2}).task for _ in range(2)]
+    quick = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(2)]
+    worker = start_worker(TMPDIR=str(scratch))
+
+    def scratch_of(task) -> list:
+        return list(scratch.glob(f"report-{task.public_id}-1-*"))
+
+    wait_until(lambda: all(scratch_of(task) for task in slow), message="both slow reports running in their horses")
+    os.kill(worker.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: not any(scratch_of(task) for task in slow), message="both results written")
+        assert ReportTask.objects.filter(pk__in=[t.pk for t in slow], status=TaskStatus.RUNNING).count() == 2
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+    wait_until(lambda: all_done(slow + quick), message="the tasks to finish")
+
+    claimed_at = {TaskAttempt.objects.get(task=task).started_at for task in quick}
+    finished_at = {TaskAttempt.objects.get(task=task).finished_at for task in slow}
+    assert finished_at == (claimed_at if connection.vendor == "postgresql" else finished_at - claimed_at)
+
+
+def test_rq_sees_each_report_job_as_its_own_worker_would_leave_it(start_worker, redis_conn):
+    """The pool worker writes RQ's start and end of its report jobs itself (reports/worker/pool_rq.py):
+    `rq info`, the dashboards and RQ's registry cleaning must find what rq.Worker leaves."""
+    from rq.job import Job, JobStatus
+    from rq.registry import FinishedJobRegistry, StartedJobRegistry
+    from rq.results import Result
+
+    from transport.serializer import JobSerializer
+
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
+    worker = start_worker()
+    wait_until(lambda: all_done(tasks), message="the tasks to finish")
+    ids = [f"report-{task.pk}-1" for task in tasks]
+    wait_until(lambda: int(redis_conn.hget(f"rq:worker:{worker.name}", "successful_job_count") or 0) == len(ids),
+               message="RQ to be told of the ends")
+
+    finished = FinishedJobRegistry("default", connection=redis_conn, serializer=JobSerializer)
+    started = StartedJobRegistry("default", connection=redis_conn, serializer=JobSerializer)
+    assert sorted(finished.get_job_ids()) == sorted(ids)
+    assert started.get_job_ids() == []
+    for job_id in ids:
+        job = Job.fetch(job_id, connection=redis_conn, serializer=JobSerializer)
+        assert job.get_status() == JobStatus.FINISHED
+        assert job.worker_name == worker.name and job.started_at <= job.ended_at
+        assert 0 < redis_conn.ttl(job.key) <= job.get_result_ttl(500)
+        result = job.latest_result()
+        assert result.type == Result.Type.SUCCESSFUL and result.return_value == "done"
+        assert result.worker_name == worker.name and result.execution_id
+        assert redis_conn.keys(f"rq:execution:{job_id}:*") == []
+    assert redis_conn.hget(f"rq:worker:{worker.name}", "current_job") is None
+    assert float(redis_conn.hget(f"rq:worker:{worker.name}", "total_working_time")) > 0

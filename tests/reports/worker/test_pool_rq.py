@@ -149,3 +149,48 @@ def test_a_job_of_a_full_kind_goes_back_to_the_head_while_a_completion_waits_to_
     ended = pool_rq.Ended(SimpleNamespace(job=job, execution=None), "done", running)
     job, _ = pool_rq.dequeue(worker, releasing=[ended], full_goes_back=True)
     assert job.id == f"report-{second.pk}-1" and pool_rq.taken_slot(job)[0] == "probe"
+
+
+def test_the_dequeue_sends_its_script_by_digest_and_again_whole_to_a_redis_that_forgot_it(worker, redis_conn):
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
+    redis_conn.script_flush()  # loaded by earlier tests on this server
+    redis_conn.config_resetstat()
+
+    taken = [pool_rq.dequeue(worker)[0].id]
+    redis_conn.script_flush()  # what a restarted Redis has forgotten
+    taken += [pool_rq.dequeue(worker)[0].id, pool_rq.dequeue(worker)[0].id]
+
+    assert taken == [f"report-{task.pk}-1" for task in tasks]
+    stats = redis_conn.info("commandstats")
+    # The first dequeue's digest was unknown too (as to a new server): its whole text then as well.
+    assert stats["cmdstat_evalsha"]["calls"] == 3
+    assert stats["cmdstat_eval"]["calls"] == 2
+
+
+def test_rqs_bookkeeping_frees_the_slot_wakes_its_waiter_and_goes_past_a_failing_command(capped, worker, redis_conn):
+    """RQ's start and end of the jobs go as one script that also releases the slots not released
+    yet: like a pipeline, a command that fails (here the worker's key is no hash) stops neither the
+    others nor the wake-up of the slot's waiter, and the error is raised after."""
+    from redis.exceptions import ResponseError
+    from rq.job import JobStatus
+    from rq.registry import FinishedJobRegistry
+
+    first = submit_task(kind="probe", params={"write_output": False}).task
+    waiting = submit_task(kind="probe", params={"write_output": False}).task
+    job, queue = pool_rq.dequeue(worker)
+    running = claim(first, pool_rq.taken_slot(job))
+    redis_conn.delete("rq:queue:default")
+    concurrency.park(kind="probe", task_id=waiting.pk, attempt=1, priority=waiting.priority, timeout=60)
+    inflight = SimpleNamespace(job=job, queue=queue, execution=None)
+    pool_rq.bookkeeping(worker, ended=[], starting=[inflight])
+    assert inflight.execution is not None and redis_conn.hget(job.key, "status") == b"started"
+    redis_conn.delete(worker.key)
+    redis_conn.set(worker.key, "not a hash")
+
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        pool_rq.bookkeeping(worker, ended=[pool_rq.Ended(inflight, "done", running)], idle_after=True)
+
+    assert redis_conn.hget(job.key, "status") == JobStatus.FINISHED.value.encode()
+    assert FinishedJobRegistry("default", connection=redis_conn).get_job_ids() == [job.id]
+    assert concurrency.holders("probe") == {}
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{waiting.pk}-1".encode()]
