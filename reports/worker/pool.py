@@ -30,6 +30,7 @@ from reports.outputs import prepare_attempt_dir
 from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
 from reports.worker.pool_carry import Carry, InFlight
+from reports.worker.pool_forked import OwnHorseForOtherJobs
 from reports.worker.pool_horses import Horse
 from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
 from reports.worker.records import horse_exit_result
@@ -40,7 +41,7 @@ POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
 SUSPENSION_CHECK_SECONDS = 1.0
 
 
-class PoolReportWorker(ReportWorker):
+class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._idle: list[Horse] = []
@@ -53,6 +54,7 @@ class PoolReportWorker(ReportWorker):
         self._starting: list[InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
         self._carry = Carry()  # completions that go with the next claims
+        self._taken: list = []  # jobs dequeued with others for idle horses, not handed over yet
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -60,6 +62,7 @@ class PoolReportWorker(ReportWorker):
         self._fill_pool()
         while True:
             if self._stop_requested:
+                self._put_back_taken()
                 self._drain()
                 return None
             if self._idle or not self._inflight:
@@ -130,6 +133,7 @@ class PoolReportWorker(ReportWorker):
             self.log.info("Worker %s: suspended in burst mode, exiting", self.name)
             raise StopRequested
         self.log.info("Worker %s: suspended, run `rq resume` to resume", self.name)
+        self._put_back_taken()
         self._tell_rq()
         before = self.get_state()
         self.set_state(WorkerStatus.SUSPENDED)
@@ -151,6 +155,7 @@ class PoolReportWorker(ReportWorker):
 
     def teardown(self):
         try:
+            self._put_back_taken()
             if self._cold:
                 for inflight in list(self._inflight.values()):
                     pool_horses.kill(inflight.horse)
@@ -198,24 +203,40 @@ class PoolReportWorker(ReportWorker):
             prepare_attempt_dir(str(task.public_id), task.attempt)  # the horse's upload is then a rename
 
     def _dequeue_now(self):
-        """A non-blocking look at the queues, in their order."""
+        """A non-blocking look at the queues, in their order: a job for each idle horse in one
+        round trip, handed out one by one by the loop."""
+        if self._taken:
+            return self._announce(self._taken.pop(0))
+        wanted = max(len(self._idle), 1)
         try:
-            result = pool_rq.dequeue(self, releasing=self._ended, full_goes_back=self._carry.holding)
-            if result is pool_rq.FULL:  # a slot a held completion holds may be the one it needs
+            jobs = pool_rq.dequeue_many(self, releasing=self._ended, full_goes_back=self._carry.holding, wanted=wanted)
+            if jobs is pool_rq.FULL:  # a slot a held completion holds may be the one it needs
                 self._settle_carry()
-                result = pool_rq.dequeue(self, releasing=self._ended)
-            while result is pool_rq.GONE:
-                result = pool_rq.dequeue(self)
+                jobs = pool_rq.dequeue_many(self, releasing=self._ended, wanted=wanted)
+            while jobs and all(job is pool_rq.GONE for job in jobs):
+                jobs = pool_rq.dequeue_many(self, wanted=wanted)
         except RedisError as exc:
             logger.error("dequeue failed: %s", exc)
             self._service(1.0)
             return None
-        if result is not None:
-            job, queue = result
-            self.reorder_queues(reference_queue=queue)
-            job.redis_server_version = self.get_redis_server_version()
-            logger.info("Worker %s: %s: %s", self.name, queue.name, job.id)
+        if not jobs:
+            return None
+        first, *self._taken = [job for job in jobs if job is not pool_rq.GONE]
+        return self._announce(first)
+
+    def _announce(self, result):
+        job, queue = result
+        self.reorder_queues(reference_queue=queue)
+        job.redis_server_version = self.get_redis_server_version()
+        logger.info("Worker %s: %s: %s", self.name, queue.name, job.id)
         return result
+
+    def _put_back_taken(self) -> None:
+        taken, self._taken = self._taken, []
+        try:
+            pool_rq.put_back(self, taken)
+        except RedisError as exc:  # their tasks stay pending in the database: the reaper enqueues them again
+            logger.error("could not put back job(s) %s: %s", ", ".join(job.id for job, _ in taken), exc)
 
     # --- the pool -------------------------------------------------------------------------
 
@@ -365,33 +386,3 @@ class PoolReportWorker(ReportWorker):
         except RedisError as exc:
             jobs = [each.running.job.id for each in ended] + [each.job.id for each in starting]
             logger.error("RQ bookkeeping of job(s) %s failed: %s", ", ".join(jobs), exc)
-
-    # --- a job that is not a report attempt, in a horse of its own -------------------------
-
-    def monitor_work_horse(self, job, queue):
-        if self._running is not None:
-            return super().monitor_work_horse(job, queue)
-        pid, own_execution = self._horse_pid, self.execution
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            pidfd = None
-        job.started_at = rq_now()
-        kill_at = time.monotonic() + job.timeout + 60 if job.timeout and job.timeout > 0 else None
-        status = rusage = None
-        try:
-            while True:
-                self._service(1.0 if pidfd is not None else 0.05, extra_fds=(pidfd,) if pidfd is not None else ())
-                retpid, status, rusage = os.wait4(pid, os.WNOHANG)
-                if retpid == pid:
-                    break
-                if kill_at is not None and time.monotonic() > kill_at:
-                    kill_at = None
-                    self.kill_horse()
-        except ChildProcessError:
-            status = -1
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            self.execution = own_execution
-        self._after_horse_exit(job, queue, status, rusage, reset_working_time=False)

@@ -29,21 +29,29 @@ logger = logging.getLogger("reports.worker")
 # KEYS: the queues in order, then a (holders, waiters) pair per slot to release. ARGV: the job key
 # prefix, the number of queues, the capped kinds ({kind: [holders key, limit]}, JSON), the slot
 # lease beyond the job timeout, '1' to put a job whose kind is at its cap back at the head of its
-# queue (see FULL), then a (limit, holder) pair per slot to release. In one round
-# trip: the slots of the attempts just recorded are released (their waiters popped); the first
-# job id and its hash are read, as rq.Queue.dequeue_any's LPOP and Job.fetch's HGETALL would read
-# them; and when the job is a report attempt whose meta names a capped kind, a slot of that kind is
-# taken for it (TAKE_SLOT_FUNCTION), so that its claim needs no transaction around Redis.
+# queue (see FULL), how many jobs to take, then a (limit, holder) pair per slot to release. In one
+# round trip: the slots of the attempts just recorded are released (their waiters popped); up to
+# that many job ids and their hashes are read, in the queues' order, as rq.Queue.dequeue_any's
+# LPOP and Job.fetch's HGETALL would read them; and when a job is a report attempt whose meta names
+# a capped kind, a slot of that kind is taken for it (TAKE_SLOT_FUNCTION), so that its claim needs
+# no transaction around Redis. A job after the first whose kind is at its cap goes back to the head
+# of its queue and ends the batch (taken alone, next time, it is claimed the ordinary way).
 _POP = concurrency.RELEASE_AND_WAKE_FUNCTION + concurrency.TAKE_SLOT_FUNCTION + """
 local queues = tonumber(ARGV[2])
 local woken = {}
 for pair = 1, (#KEYS - queues) / 2 do
   local at = queues + 2 * pair - 1
-  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[4 + 2 * pair], ARGV[5 + 2 * pair])
+  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[5 + 2 * pair], ARGV[6 + 2 * pair])
 end
-for i = 1, queues do
+local wanted = tonumber(ARGV[6])
+local caps = cjson.decode(ARGV[3])
+local taken = {}
+local i = 1
+while #taken < wanted and i <= queues do
   local id = redis.call('LPOP', KEYS[i])
-  if id then
+  if not id then
+    i = i + 1
+  else
     local job = redis.call('HGETALL', ARGV[1] .. id)
     local slot = false
     local task, attempt = string.match(id, '^report%-(%d+)%-(%d+)$')
@@ -53,21 +61,22 @@ for i = 1, queues do
     end
     if task and meta and timeout then
       local ok, hint = pcall(cjson.decode, meta)
-      local cap = ok and type(hint) == 'table' and cjson.decode(ARGV[3])[hint.kind]
+      local cap = ok and type(hint) == 'table' and caps[hint.kind]
       if cap then
         local score = take_slot(cap[1], cap[2], task .. ':' .. attempt, timeout + tonumber(ARGV[4]))
         if score then
           slot = {hint.kind, score}
-        elseif ARGV[5] == '1' then
+        elseif ARGV[5] == '1' or #taken > 0 then
           redis.call('LPUSH', KEYS[i], id)
-          return {woken, 'full'}
+          if #taken == 0 then return {woken, 'full'} end
+          break
         end
       end
     end
-    return {woken, KEYS[i], id, job, slot}
+    taken[#taken + 1] = {KEYS[i], id, job, slot}
   end
 end
-return {woken}
+return {woken, taken}
 """
 # Sent by its digest (EVALSHA): the script is 2 KB that Redis would otherwise read and hash per job.
 _POP_SHA = hashlib.sha1(_POP.encode()).hexdigest()
@@ -93,28 +102,36 @@ def dequeue(worker, releasing: list[Ended] = (), *, full_goes_back: bool = False
     freed first, in the same round trip, and their waiters enqueued. A job for which a slot was
     taken carries it: see taken_slot(). `full_goes_back`: FULL instead of a job whose kind is at
     its cap (the caller releases what it holds, then asks again)."""
+    batch = dequeue_many(worker, releasing, full_goes_back=full_goes_back, wanted=1)
+    return batch if batch is FULL else (batch[0] if batch else None)
+
+
+def dequeue_many(worker, releasing: list[Ended] = (), *, full_goes_back: bool = False, wanted: int = 1):
+    """dequeue() for up to `wanted` jobs in one round trip (a worker with that many idle horses):
+    a list of (job, queue) or GONE, in the queues' order, empty when they are; or FULL."""
     queues = worker._ordered_queues
     slots = [ended for ended in releasing if not ended.slot_released and concurrency.limit_for(ended.task.kind)]
     keys = [q.key for q in queues]
     args = [Job.redis_job_namespace_prefix, len(queues), json.dumps(concurrency.caps_by_holders_key()),
-            settings.REPORT_LEASE_GRACE, "1" if full_goes_back else "0"]
+            settings.REPORT_LEASE_GRACE, "1" if full_goes_back else "0", max(wanted, 1)]
     for ended in slots:
         kind = ended.task.kind
         keys += [concurrency.holders_key(kind), concurrency.waiters_key(kind)]
         args += [concurrency.limit_for(kind), concurrency.holder(ended.task.pk, ended.task.attempt)]
     try:
-        reply = worker.connection.evalsha(_POP_SHA, len(keys), *keys, *args)
+        woken_per_slot, taken = worker.connection.evalsha(_POP_SHA, len(keys), *keys, *args)
     except NoScriptError:  # a restarted or flushed Redis forgot it (SCRIPT FLUSH)
-        reply = worker.connection.eval(_POP, len(keys), *keys, *args)
-    for ended, woken in zip(slots, reply[0], strict=True):
+        woken_per_slot, taken = worker.connection.eval(_POP, len(keys), *keys, *args)
+    for ended, woken in zip(slots, woken_per_slot, strict=True):
         ended.slot_released = True
         if woken:
             concurrency.enqueue_woken(ended.task.kind, woken)
-    if len(reply) == 1:
-        return None
-    if len(reply) == 2:
+    if taken == b"full":
         return FULL
-    _, key, job_id, flat, slot = reply
+    return [_job_of(worker, queues, *entry) for entry in taken]
+
+
+def _job_of(worker, queues, key: bytes, job_id: bytes, flat: list, slot):
     queue = next(q for q in queues if q.key == key.decode())
     try:
         job = worker.job_class(job_id.decode(), connection=worker.connection, serializer=worker.serializer)
@@ -129,6 +146,21 @@ def dequeue(worker, releasing: list[Ended] = (), *, full_goes_back: bool = False
     if slot:
         job.report_slot = (slot[0].decode(), slot[1])
     return job, queue
+
+
+def put_back(worker, jobs: list) -> None:
+    """Jobs taken and not handed over (a stop, a suspension): back to the heads of their queues in
+    their order, their slots given back."""
+    if not jobs:
+        return
+    with worker.connection.pipeline(transaction=False) as pipe:
+        for job, queue in reversed(jobs):
+            pipe.lpush(queue.key, job.id)
+        pipe.execute()
+    for job, _ in jobs:
+        slot = taken_slot(job)
+        if slot is not None:
+            give_back_slot(job.id, slot)
 
 
 def give_back_slot(job_id: str, slot) -> None:

@@ -194,3 +194,35 @@ def test_rqs_bookkeeping_frees_the_slot_wakes_its_waiter_and_goes_past_a_failing
     assert FinishedJobRegistry("default", connection=redis_conn).get_job_ids() == [job.id]
     assert concurrency.holders("probe") == {}
     assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{waiting.pk}-1".encode()]
+
+
+def test_a_worker_with_idle_horses_takes_a_job_for_each_in_one_round_trip_in_the_queues_order(capped, worker, redis_conn):
+    capped.REPORT_KIND_CONCURRENCY = {"probe": 2}
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
+    redis_conn.script_load(pool_rq._POP)
+    redis_conn.config_resetstat()
+
+    jobs = pool_rq.dequeue_many(worker, wanted=2)
+
+    stats = redis_conn.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 1 and "cmdstat_eval" not in stats
+    assert [job.id for job, _ in jobs] == [f"report-{task.pk}-1" for task in tasks[:2]]
+    assert [pool_rq.taken_slot(job)[0] for job, _ in jobs] == ["probe", "probe"]
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{tasks[2].pk}-1".encode()]
+
+    pool_rq.put_back(worker, jobs)  # a stop before the hand-overs: both back at the head, in order
+
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{task.pk}-1".encode() for task in tasks]
+    assert concurrency.holders("probe") == {}
+
+
+def test_a_later_job_of_a_kind_at_its_cap_goes_back_and_ends_the_batch(capped, worker, redis_conn):
+    """Cap 1: the first job takes the slot; the second cannot, so it goes back to the head (taken
+    alone later, it is claimed the ordinary way, parked if the kind is still full)."""
+    first, second = (submit_task(kind="probe", params={"write_output": False}).task for _ in range(2))
+
+    jobs = pool_rq.dequeue_many(worker, wanted=2)
+
+    assert [job.id for job, _ in jobs] == [f"report-{first.pk}-1"]
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{second.pk}-1".encode()]
+    assert set(concurrency.holders("probe")) == {f"{first.pk}:1"}
