@@ -43,7 +43,8 @@ from tests.storage_server import weed_binary
 from tests.system import deploy_doc
 from tests.system.sentinel_cluster import SentinelCluster
 
-pytestmark = pytest.mark.slow
+# The deploy page brings up its own PostgreSQL database whatever DATABASE_URL says.
+pytestmark = [pytest.mark.slow, pytest.mark.database_blind]
 
 PAGE = BASE_DIR / "docs" / "deploy.md"
 NGINX_INSTALL_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "report-console-nginx-install.log"
