@@ -89,6 +89,14 @@ def claim_task(
 
     `completing`: a finished attempt's completion to carry in the claim's statement where the
     claim is one statement (PostgreSQL; with a slot, or no cap); its `done` is left None where not."""
+    outcome = _claim_task(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds, slot=slot,
+                          completing=completing)
+    if completing is not None and completing.done is False:
+        _note_fenced(completing.task_id, completing.attempt)
+    return outcome
+
+
+def _claim_task(*, task_id, attempt, worker, lease_seconds, slot, completing) -> "ReportTask | ClaimDeferred | None":
     if slot is not None:
         task = _claim_holding_slot(task_id=task_id, attempt=attempt, worker=worker, lease_seconds=lease_seconds,
                                    slot=slot, completing=completing)
@@ -228,6 +236,10 @@ def renew_lease(*, task_id: int, attempt: int, lease_seconds: float) -> bool:
     )
 
 
+def _note_fenced(task_id: int, attempt: int) -> None:
+    logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task_id, attempt)
+
+
 def complete_task(*, task_id: int, attempt: int, output_file: str, started_at: datetime | None = None) -> bool:
     """running -> done, fenced by the attempt number. False: a newer attempt owns the task.
 
@@ -242,7 +254,7 @@ def complete_task(*, task_id: int, attempt: int, output_file: str, started_at: d
             duration=(now - started_at).total_seconds(),
         )
         if not done:
-            logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task_id, attempt)
+            _note_fenced(task_id, attempt)
         return done
     with transaction.atomic():
         done = ReportTask.objects.filter(pk=task_id, status=TaskStatus.RUNNING, attempt=attempt).update(
@@ -256,7 +268,7 @@ def complete_task(*, task_id: int, attempt: int, output_file: str, started_at: d
         if done:
             _close_attempt(task_id, attempt, AttemptOutcome.SUCCEEDED, now, started_at=started_at)
     if not done:
-        logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task_id, attempt)
+        _note_fenced(task_id, attempt)
     return bool(done)
 
 

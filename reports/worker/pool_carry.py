@@ -1,7 +1,6 @@
 """What a pool worker holds between a report's result and its next claim: the attempts in flight
 (InFlight), and the completions waiting to go in the next claims' statements (Carry)."""
 
-import logging
 from dataclasses import dataclass
 
 from rq.executions import Execution
@@ -12,8 +11,6 @@ from reports.models import ReportTask
 from reports.services import attempt_sql
 from reports.worker import pool_rq, report_job
 from reports.worker.pool_horses import Horse
-
-logger = logging.getLogger("reports.worker")
 
 
 @dataclass
@@ -71,10 +68,7 @@ class Carry:
                     continue
                 # A carrying statement that failed may have committed before its answer was lost.
                 recorder.record(task, result, release_slot=False, answer_may_be_lost=True)
-            else:
-                if not completion.done:
-                    logger.warning("late finisher fenced: task %s attempt %s no longer owns the task", task.pk,
-                                   task.attempt)
+            else:  # the claim that carried it noted a fenced one (claim_task)
                 recorder.completed(task, result, completion.done)
             settled.append(pool_rq.Ended(inflight, result.status, task))
         self._held = kept

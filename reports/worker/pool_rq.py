@@ -118,10 +118,7 @@ def dequeue_many(worker, releasing: list[Ended] = (), *, full_goes_back: bool = 
         kind = ended.task.kind
         keys += [concurrency.holders_key(kind), concurrency.waiters_key(kind)]
         args += [concurrency.limit_for(kind), concurrency.holder(ended.task.pk, ended.task.attempt)]
-    try:
-        woken_per_slot, taken = worker.connection.evalsha(_POP_SHA, len(keys), *keys, *args)
-    except NoScriptError:  # a restarted or flushed Redis forgot it (SCRIPT FLUSH)
-        woken_per_slot, taken = worker.connection.eval(_POP, len(keys), *keys, *args)
+    woken_per_slot, taken = _run_script(worker.connection, _POP, _POP_SHA, len(keys), *keys, *args)
     for ended, woken in zip(slots, woken_per_slot, strict=True):
         ended.slot_released = True
         if woken:
@@ -161,6 +158,15 @@ def put_back(worker, jobs: list) -> None:
         slot = taken_slot(job)
         if slot is not None:
             give_back_slot(job.id, slot)
+
+
+def _run_script(conn, script: str, sha: str, numkeys: int, *keys_and_args):
+    """The script by its digest, or whole to a Redis that forgot it (restarted, SCRIPT FLUSH): one
+    round trip either way, where redis-py's Script would load it and ask again."""
+    try:
+        return conn.evalsha(sha, numkeys, *keys_and_args)
+    except NoScriptError:
+        return conn.eval(script, numkeys, *keys_and_args)
 
 
 def give_back_slot(job_id: str, slot) -> None:
@@ -227,10 +233,7 @@ def bookkeeping(worker, *, ended: list[Ended], starting: list = (), idle_after: 
         for words, _ in recorder.command_stack:
             args.append(len(words))
             args += words
-        try:
-            woken, failed = worker.connection.evalsha(_BOOKKEEPING_SHA, 0, *args)
-        except NoScriptError:  # a restarted or flushed Redis forgot it
-            woken, failed = worker.connection.eval(_BOOKKEEPING, 0, *args)
+        woken, failed = _run_script(worker.connection, _BOOKKEEPING, _BOOKKEEPING_SHA, 0, *args)
     except BaseException:
         for each in starting:  # RQ never heard of these starts: their ends are not its business
             each.execution = None
