@@ -22,11 +22,17 @@ ATTEMPT = TaskAttempt._meta.db_table
 PAUSED = PausedKind._meta.db_table
 _RETURNED = ("kind", "params", "public_id", "priority", "timeout_seconds", "max_attempts", "attempts_before_run")
 
+# Each statement finds its row by primary key; the other columns it compares are written so that
+# no index can serve them (`|| ''`, `+ 0`). On a table the planner has no statistics for yet (a new
+# database, a burst of submissions before autovacuum's first ANALYZE), or statistics from when no
+# task had that status, it rates the index on (kind, status), (status, ...) or the partial index
+# of first attempts as cheap as the key, and took them: a claim read every task of its kind, a
+# completion every first attempt ever made.
 _CLAIM = f"""UPDATE {TASK} SET status = %s, attempt = %s, started_at = %s, finished_at = NULL,
     next_retry_at = NULL, lease_expires_at = %s, updated_at = %s
-    WHERE id = %s AND status IN (%s, %s) AND attempt = %s
+    WHERE id = %s AND status || '' IN (%s, %s) AND attempt = %s
     AND NOT EXISTS (SELECT 1 FROM {PAUSED} WHERE {PAUSED}.kind = {TASK}.kind)"""
-_OF_KIND = " AND kind = %s"
+_OF_KIND = " AND kind || '' = %s"
 _INSERT_ATTEMPT = f"""INSERT INTO {ATTEMPT}
     (task_id, number, worker, started_at, outcome, error_type, error_message, traceback)"""
 
@@ -49,9 +55,9 @@ _CLAIM_PG = _claim_pg(_CLAIM)
 _CLAIM_PG_OF_KIND = _claim_pg(_CLAIM + _OF_KIND)
 
 _DONE = f"""UPDATE {TASK} SET status = %s, output_file = %s, finished_at = %s, lease_expires_at = NULL,
-    last_error = '', updated_at = %s WHERE id = %s AND status = %s AND attempt = %s"""
+    last_error = '', updated_at = %s WHERE id = %s AND status || '' = %s AND attempt = %s"""
 _CLOSE = f"""UPDATE {ATTEMPT} SET outcome = %s, finished_at = %s, duration_seconds = %s
-    WHERE task_id = %s AND number = %s AND outcome = %s"""
+    WHERE task_id = %s AND number + 0 = %s AND outcome = %s"""
 # The CTEs `done` (the task row) and `closed` (its attempt row, only if the task row changed).
 _DONE_AND_CLOSED = f"""done AS ({_DONE} RETURNING id),
     closed AS ({_CLOSE.replace("task_id = %s", "task_id IN (SELECT id FROM done)")})"""

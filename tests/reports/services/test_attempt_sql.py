@@ -123,3 +123,66 @@ def test_a_carried_completion_is_fenced_and_a_phantom_claim_still_carries_one(re
     assert completion.done is (True if carries_completions() else None)
     expected = TaskStatus.DONE if carries_completions() else TaskStatus.RUNNING
     assert ReportTask.objects.get(pk=finished.pk).status == expected
+
+
+def plan_of(statement: str, params: list) -> str:
+    """The plan the database picks for a statement with these values, as text."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"EXPLAIN {statement}", params)
+        else:
+            cursor.execute(f"EXPLAIN QUERY PLAN {statement}", params)
+        return "\n".join(str(row[-1]) for row in cursor.fetchall())
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_hot_statements_find_their_rows_by_key_on_a_table_never_analysed():
+    """On a table the planner has no statistics for (a new database; here a temporary copy, which
+    autovacuum never analyses), PostgreSQL rated the index on (kind, status), those on (status, ...)
+    and the partial index of first attempts as cheap as the primary key, and took them: each claim
+    read every task of its kind, each completion every first attempt ever made."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reports.services import attempt_sql
+
+    tasks = ReportTask.objects.bulk_create(
+        ReportTask(kind="probe", max_attempts=3, timeout_seconds=60, status=status, attempt=attempt)
+        for status, attempt in [(TaskStatus.PENDING, 0), (TaskStatus.RUNNING, 1), (TaskStatus.DONE, 1)] * 700
+    )
+    TaskAttempt.objects.bulk_create(
+        TaskAttempt(task=task, number=1, worker="w", started_at=timezone.now()) for task in tasks if task.attempt
+    )
+    task = tasks[0]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for table in (attempt_sql.TASK, attempt_sql.ATTEMPT):
+                cursor.execute(f"CREATE TEMPORARY TABLE {table} (LIKE public.{table} INCLUDING ALL)")
+                cursor.execute(f"INSERT INTO pg_temp.{table} SELECT * FROM public.{table}")
+    now = timezone.now()
+    claim = ["running", 1, now, now + timedelta(seconds=12), now, task.pk, "pending", "retrying", 0]
+    attempt_row = [1, "w", now, "running"]
+    done = attempt_sql._completion_pg_params(task_id=tasks[1].pk, attempt=1, output_file="", now=now, duration=1.0)
+    if connection.vendor == "postgresql":
+        plans = [
+            plan_of(attempt_sql._CLAIM_PG, claim + attempt_row),
+            plan_of(attempt_sql._CLAIM_PG_OF_KIND, claim + ["probe"] + attempt_row),
+            plan_of(attempt_sql._CLAIM_COMPLETING_PG_OF_KIND, done + claim + ["probe"] + attempt_row),
+            plan_of(attempt_sql._COMPLETE_PG, done),
+        ]
+        for plan in plans:
+            scans = [line.strip() for line in plan.splitlines() if "Scan" in line or "Cond" in line]
+            on_tasks = [line for line in scans if f" on {attempt_sql.TASK}" in line]
+            on_attempts = [line for line in scans if f" on {attempt_sql.ATTEMPT}" in line]
+            assert on_tasks and all("_pkey" in line for line in on_tasks), plan
+            assert all("first" not in line and "Seq Scan" not in line for line in on_attempts), plan
+    else:
+        update = f"{attempt_sql._CLAIM}{attempt_sql._OF_KIND}"
+        assert "USING INTEGER PRIMARY KEY" in plan_of(update, claim + ["probe"])
+        done_params, close_params = attempt_sql._completion_params(
+            task_id=tasks[1].pk, attempt=1, output_file="", now=now, duration=1.0
+        )
+        assert "USING INTEGER PRIMARY KEY" in plan_of(attempt_sql._DONE, done_params)
+        close = plan_of(attempt_sql._CLOSE, close_params + [tasks[1].pk, 1, "running"])
+        assert "task_id=?" in close and "first" not in close, close
