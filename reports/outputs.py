@@ -35,17 +35,40 @@ def attempt_prefix(public_id: str, attempt: int) -> str:
 
 
 @contextmanager
-def scratch_dir(public_id: str, attempt: int, *, leave_to: list | None = None):
-    """A local directory for the kind to build its file in (TMPDIR decides where), gone after; or,
-    given `leave_to`, added to it for the caller to remove once it has reported the result."""
+def scratch_dir(public_id: str, attempt: int):
+    """A local directory for the kind to build its file in (TMPDIR decides where), gone after."""
     path = tempfile.mkdtemp(prefix=f"report-{public_id}-{attempt}-")
     try:
         yield Path(path)
     finally:
-        if leave_to is None:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            leave_to.append(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def horse_scratch_dir(pid: int) -> Path:
+    """The scratch directory of a pool worker's long-lived horse, made once and used by each of
+    its reports in turn: a directory made per report cost 0.3-0.6 ms of the report's path (a
+    journalled mkdir, contending with the worker's own writes)."""
+    return Path(tempfile.gettempdir()) / f"report-horse-{pid}"
+
+
+def make_horse_scratch(pid: int) -> Path:
+    path = horse_scratch_dir(pid)
+    shutil.rmtree(path, ignore_errors=True)  # a dead horse's, whose pid this one reuses
+    path.mkdir(mode=0o700)
+    return path
+
+
+def empty_dir(path: Path) -> None:
+    """Remove whatever a report left in a horse's scratch directory (its file went to the store)."""
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
 
 
 def remove_scratch(public_id: str, attempt: int) -> None:

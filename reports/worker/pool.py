@@ -27,11 +27,13 @@ from rq.worker import WorkerStatus
 from reports.kinds import get_kind
 from reports.models import ReportTask
 from reports.outputs import prepare_attempt_dir
+from reports.services import attempt_sql
 from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
 from reports.worker.pool_carry import Carry, InFlight
 from reports.worker.pool_forked import OwnHorseForOtherJobs
 from reports.worker.pool_horses import Horse
+from reports.worker.pool_taken import JobsForHorses
 from reports.worker.process import PROMOTE_EVERY_SECONDS, ReportWorker, report_attempt_of
 from reports.worker.records import horse_exit_result
 
@@ -41,7 +43,7 @@ POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
 SUSPENSION_CHECK_SECONDS = 1.0
 
 
-class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
+class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._idle: list[Horse] = []
@@ -54,7 +56,6 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
         self._starting: list[InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
         self._carry = Carry()  # completions that go with the next claims
-        self._taken: list = []  # jobs dequeued with others for idle horses, not handed over yet
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -75,8 +76,11 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
             if not self._inflight:  # RQ's blocking wait is for an empty queue
                 self._next_suspension_check = 0.0  # the job it returns is followed by the question
                 return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if not self._idle:
+                self._take_ahead()
             waiting_for_jobs = self._idle and timeout is not None
             self._service(POLL_SECONDS if waiting_for_jobs else self._beat_wait(), tell_rq=False)
+            self._put_back_if_waited_too_long()
 
     def execute_job(self, job, queue):
         if report_attempt_of(job) is not None:
@@ -87,7 +91,9 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
             try:
                 return super().execute_job(job, queue)
             finally:
-                self._settle_carry(carried_only=True)  # after the hand-over: the horse runs meanwhile
+                # After the hand-over, while the horse runs: the completion the claim carried; on
+                # SQLite, whose claim carries none, the completions held until this hand-over.
+                self._settle_carry(carried_only=attempt_sql.carries_completions())
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
@@ -99,10 +105,10 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
         return super().execute_job(job, queue)
 
     def carried_completion(self):
-        return self._carry.completion
+        return self._carry.completion if attempt_sql.carries_completions() else None
 
     def _claim(self, task_id: int, attempt: int, slot=None):
-        completing = self._carry.completion
+        completing = self.carried_completion()
         try:
             return super()._claim(task_id, attempt, slot)
         finally:
@@ -193,6 +199,7 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
             if not sent:  # whatever stopped the hand-over, the attempt ends as its horse's death
                 pool_horses.kill(horse)
         if sent:
+            self._may_take_ahead = True
             # The pipe's wake-up puts the horse on this CPU, expecting this process to sleep; what
             # is left here (RQ's bookkeeping) can wait for the other CPU or for the horse.
             os.sched_yield()
@@ -201,42 +208,6 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
         kind = get_kind(task.kind)
         if sent and kind is not None and kind.writes_file(task.params):
             prepare_attempt_dir(str(task.public_id), task.attempt)  # the horse's upload is then a rename
-
-    def _dequeue_now(self):
-        """A non-blocking look at the queues, in their order: a job for each idle horse in one
-        round trip, handed out one by one by the loop."""
-        if self._taken:
-            return self._announce(self._taken.pop(0))
-        wanted = max(len(self._idle), 1)
-        try:
-            jobs = pool_rq.dequeue_many(self, releasing=self._ended, full_goes_back=self._carry.holding, wanted=wanted)
-            if jobs is pool_rq.FULL:  # a slot a held completion holds may be the one it needs
-                self._settle_carry()
-                jobs = pool_rq.dequeue_many(self, releasing=self._ended, wanted=wanted)
-            while jobs and all(job is pool_rq.GONE for job in jobs):
-                jobs = pool_rq.dequeue_many(self, wanted=wanted)
-        except RedisError as exc:
-            logger.error("dequeue failed: %s", exc)
-            self._service(1.0)
-            return None
-        if not jobs:
-            return None
-        first, *self._taken = [job for job in jobs if job is not pool_rq.GONE]
-        return self._announce(first)
-
-    def _announce(self, result):
-        job, queue = result
-        self.reorder_queues(reference_queue=queue)
-        job.redis_server_version = self.get_redis_server_version()
-        logger.info("Worker %s: %s: %s", self.name, queue.name, job.id)
-        return result
-
-    def _put_back_taken(self) -> None:
-        taken, self._taken = self._taken, []
-        try:
-            pool_rq.put_back(self, taken)
-        except RedisError as exc:  # their tasks stay pending in the database: the reaper enqueues them again
-            logger.error("could not put back job(s) %s: %s", ", ".join(job.id for job, _ in taken), exc)
 
     # --- the pool -------------------------------------------------------------------------
 
@@ -250,7 +221,10 @@ class PoolReportWorker(OwnHorseForOtherJobs, ReportWorker):
             self._idle.append(pool_horses.fork_horse(self._horses() + self._retiring))
 
     def _beat_wait(self) -> float:
-        return max(min(self._next_beat, self._next_promote) - time.monotonic(), 0.01)
+        until = min(self._next_beat, self._next_promote, self._taken_until if self._taken else float("inf"))
+        return max(
+            until - time.monotonic(), 0.001 if self._taken else 0.01
+        )  # a job taken ahead goes back on time
 
     def _drain(self) -> None:
         self._tell_rq()

@@ -33,7 +33,10 @@ class Carry:
     one each. None waits longer than those dequeues and claims: an empty queue, a job that is not a
     report, RQ's bookkeeping, a claim that did not carry or a shutdown settles all of them first,
     and whatever no claim carried is recorded the ordinary way. A concurrency slot is released only
-    once its completion is settled, the row having left `running`."""
+    once its completion is settled, the row having left `running`.
+
+    On SQLite, where a claim is no single statement to carry one, a completion waits for the next
+    hand-over only: it is recorded while the horse runs the next report, not before its claim."""
 
     def __init__(self):
         self._held: list[tuple[InFlight, report_job.RunResult, attempt_sql.CarriedCompletion]] = []
@@ -49,7 +52,7 @@ class Carry:
 
     def hold(self, inflight: InFlight, result: report_job.RunResult) -> bool:
         task = inflight.task
-        if result.status != report_job.DONE or task.started_at is None or not attempt_sql.carries_completions():
+        if result.status != report_job.DONE or task.started_at is None:
             return False
         completion = attempt_sql.CarriedCompletion(task.pk, task.attempt, result.output_file, task.started_at)
         self._held.append((inflight, result, completion))

@@ -9,6 +9,7 @@ report reads data (the worker's inherited ones are set aside untouched, as for a
 The worker learns of a horse's death at once from its pidfd (or the EOF of its result pipe)."""
 
 import json
+import logging
 import os
 import select
 import shutil
@@ -16,13 +17,17 @@ import signal
 import struct
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.db import connections
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
+from reports.outputs import empty_dir, horse_scratch_dir, make_horse_scratch
 from reports.services import FailureInfo
 from reports.worker import horse as fork_side
 from reports.worker import report_job
+
+logger = logging.getLogger("reports.worker")
 
 _LENGTH = struct.Struct(">I")
 CONNECTION_IDLE_SECONDS = 60.0
@@ -62,30 +67,45 @@ def request_bytes(handed: "report_job.HandedOver", timeout: int | None) -> bytes
 
 
 def serve(requests_fd: int, results_fd: int) -> None:
-    """The horse's whole life: run one attempt per request until the worker closes the pipe."""
+    """The horse's whole life: run one attempt per request until the worker closes the pipe. Its
+    scratch directory serves all its reports; its worker removes it when the horse is gone."""
+    scratch = None
     while True:
         data = read_frame(requests_fd)
         if data is None:
             return
+        scratch = scratch_for_next_report(scratch)
         if time.monotonic() - _connections_used_at > CONNECTION_IDLE_SECONDS:
             connections.close_all()  # idle too long: the next query connects anew
         task_id, attempt, kind, params, public_id, timeout = json.loads(data)
         handed = report_job.HandedOver(task_id, attempt, kind, params, public_id)
         os.environ["RQ_JOB_ID"] = f"report-{task_id}-{attempt}"  # as RQ's own horse has it
-        scratch: list = []  # removed once the worker has the result: it need not wait for that
         try:
             if timeout and timeout > 0:
                 with UnixSignalDeathPenalty(timeout, JobTimeoutException, job_id=f"report-{task_id}-{attempt}"):
-                    result = report_job.run_kind(handed, leave_scratch_to=scratch)
+                    result = report_job.run_kind(handed, scratch=scratch)
             else:
-                result = report_job.run_kind(handed, leave_scratch_to=scratch)
+                result = report_job.run_kind(handed, scratch=scratch)
         except JobTimeoutException as exc:  # the alarm rang between the kind's end and its cancel
             result = report_job.RunResult(report_job.TIMEOUT, failure=FailureInfo.from_exception(exc))
         write_frame(results_fd, result.to_bytes())
         os.sched_yield()  # the worker first: what is left here waits on nobody
-        for path in scratch:
-            shutil.rmtree(path, ignore_errors=True)
+        if scratch is not None:
+            empty_dir(scratch)  # usually empty already: the report's file went to the store
         _keep_usable_connections()
+
+
+def scratch_for_next_report(current: Path | None) -> Path | None:
+    """The horse's scratch directory, made on its first report and again if something removed it
+    (a cleaner of old files in /tmp, after days without a report). None if it cannot be made: the
+    report then makes one of its own, and fails with the reason if that fails too."""
+    if current is not None and os.path.isdir(current):
+        return current
+    try:
+        return make_horse_scratch(os.getpid())
+    except OSError as exc:
+        logger.warning("work-horse %s has no scratch directory of its own: %s", os.getpid(), exc)
+        return None
 
 
 def _keep_usable_connections() -> None:
@@ -161,6 +181,10 @@ class Horse:
         return resident_pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
     def close(self) -> None:
+        """Once the horse is reaped: its pipes, and its scratch directory with whatever a report it
+        died in left there."""
+        if self.status is not None:
+            shutil.rmtree(horse_scratch_dir(self.pid), ignore_errors=True)
         for fd in self.fds():
             try:
                 os.close(fd)

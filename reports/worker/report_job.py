@@ -13,7 +13,9 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from django.utils import translation
 from redis.exceptions import RedisError
@@ -114,13 +116,14 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
     return _run_whole_attempt(task_id, attempt)
 
 
-def run_kind(handed: HandedOver, *, leave_scratch_to: list | None = None) -> RunResult:
+def run_kind(handed: HandedOver, *, scratch: Path | None = None) -> RunResult:
     """Generate the report; every way it can end becomes a RunResult (the timeout included:
     JobTimeoutException subclasses Exception, so it is classified first). The kind writes into a
     local scratch directory; its file is uploaded to the output storage before the result says
-    DONE, so a result never names a file the store does not hold. `leave_scratch_to`: a list the
-    scratch directory is added to, for the caller to remove after reporting the result."""
-    with scratch_dir(handed.public_id, handed.attempt, leave_to=leave_scratch_to) as scratch:
+    DONE, so a result never names a file the store does not hold. `scratch`: a directory of the
+    caller's (which empties it) instead of one made and removed for this attempt."""
+    directory = scratch_dir(handed.public_id, handed.attempt) if scratch is None else nullcontext(scratch)
+    with directory as scratch:
         ctx = RunContext(
             task_id=handed.task_id, public_id=handed.public_id, attempt=handed.attempt, output_dir=scratch
         )

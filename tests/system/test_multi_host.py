@@ -88,4 +88,6 @@ def test_every_report_made_on_any_host_downloads_from_the_web(
     assert sorted(str(task.public_id) for task in ReportTask.objects.all()) == sorted(submitted)
     for local in (*hosts.values(), web_dir):
         assert not (local / "media").exists(), f"{local} kept report files on its local disk"
-        assert list((local / "tmp").glob("report-*")) == [], f"{local} left scratch files behind"
+        # The pool's live horses keep one scratch directory each, emptied after every report.
+        left = [p for p in (local / "tmp").rglob("*") if p.is_file() or not p.name.startswith("report-horse-")]
+        assert left == [], f"{local} left scratch files behind"

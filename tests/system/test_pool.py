@@ -178,25 +178,29 @@ def test_on_postgresql_each_completion_goes_in_the_next_claims_statement(start_w
     assert all(finished is not None for _, finished in attempts)
 
 
-def test_on_postgresql_results_that_arrive_together_are_each_carried_by_a_claim(start_worker, settings, tmp_path):
+def waits_for_a_request(pid: int) -> bool:
+    """The horse sleeps in a read of its request pipe. Once its request was sent, that means it has
+    run the attempt and written the result: it reads the next request only after that."""
+    with open(f"/proc/{pid}/wchan") as wchan:
+        return "pipe_read" in wchan.read()
+
+
+def test_on_postgresql_results_that_arrive_together_are_each_carried_by_a_claim(start_worker, settings, redis_conn):
     """Two horses finish while their worker is frozen, so it finds both results at once: the two
     claims that follow carry one completion each (oldest first), where one claim used to carry one
-    and the other completion went on its own. A horse removes its scratch directory only after it
-    has written its result, which is how the test knows both results wait."""
+    and the other completion went on its own."""
     settings.REPORT_WORKER_CONCURRENCY = 2
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
     slow = [submit_task(kind="probe", params={"write_output": False, "sleep_seconds": 2}).task for _ in range(2)]
     quick = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(2)]
-    worker = start_worker(TMPDIR=str(scratch))
+    worker = start_worker()
 
-    def scratch_of(task) -> list:
-        return list(scratch.glob(f"report-{task.public_id}-1-*"))
-
-    wait_until(lambda: all(scratch_of(task) for task in slow), message="both slow reports running in their horses")
+    # RQ hears of a start after the hand-over: both requests are in their horses' pipes.
+    wait_until(lambda: all(redis_conn.hget(f"rq:job:report-{task.pk}-1", "status") == b"started" for task in slow),
+               message="both slow reports handed to their horses")
+    horses = horses_of(slow)
     os.kill(worker.pid, signal.SIGSTOP)
     try:
-        wait_until(lambda: not any(scratch_of(task) for task in slow), message="both results written")
+        wait_until(lambda: all(waits_for_a_request(pid) for pid in horses), message="both results written")
         assert ReportTask.objects.filter(pk__in=[t.pk for t in slow], status=TaskStatus.RUNNING).count() == 2
     finally:
         os.kill(worker.pid, signal.SIGCONT)
@@ -205,6 +209,23 @@ def test_on_postgresql_results_that_arrive_together_are_each_carried_by_a_claim(
     claimed_at = {TaskAttempt.objects.get(task=task).started_at for task in quick}
     finished_at = {TaskAttempt.objects.get(task=task).finished_at for task in slow}
     assert finished_at == (claimed_at if connection.vendor == "postgresql" else finished_at - claimed_at)
+
+
+def test_a_job_a_busy_worker_took_ahead_runs_on_a_free_worker_not_after_the_long_report(start_worker, settings):
+    """A worker whose one horse runs a long report takes the next job ahead, and gives it back to
+    its queue after TAKE_AHEAD_SECONDS: a worker that is free runs it meanwhile."""
+    settings.REPORT_WORKER_CONCURRENCY = 1
+    long = submit_task(kind="probe", params={"write_output": False, "sleep_seconds": 30}).task
+    short = submit_task(kind="probe", params={"write_output": False}).task
+    busy = start_worker(name_prefix="busy")
+    wait_until(lambda: ReportTask.objects.filter(pk=long.pk, status=TaskStatus.RUNNING).exists(), message="the long report")
+
+    free = start_worker(name_prefix="free")
+
+    wait_until(lambda: all_done([short]), timeout=20, message="the short report, on the free worker")
+    assert TaskAttempt.objects.get(task=short).worker.startswith(f"{free.name} ")
+    assert ReportTask.objects.get(pk=long.pk).status == TaskStatus.RUNNING
+    assert TaskAttempt.objects.get(task=long).worker.startswith(f"{busy.name} ")
 
 
 def test_rq_sees_each_report_job_as_its_own_worker_would_leave_it(start_worker, redis_conn):

@@ -154,12 +154,14 @@ def test_a_killed_horse_leaves_no_scratch_directory(start_worker, fast_retries, 
     running = wait_until(
         lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(), message="attempt 1"
     )
-    wait_until(lambda: list(scratch.glob(f"report-{task.public_id}-1-*")), message="the horse's scratch directory")
+    horse = horse_pid_of_running_attempt(running)
+    leftover = scratch / f"report-horse-{horse}" / "half-written.csv"  # what a report it died in left
+    leftover.write_text("task,attempt\n")
 
-    os.kill(horse_pid_of_running_attempt(running), signal.SIGKILL)
+    os.kill(horse, signal.SIGKILL)
 
     wait_until(
         lambda: running.attempts.filter(number=1, outcome=AttemptOutcome.ABANDONED).exists(),
         message="the killed horse to be recorded",
     )
-    wait_until(lambda: not list(scratch.glob(f"report-{task.public_id}-1-*")), message="its scratch to go")
+    wait_until(lambda: not leftover.parent.exists(), message="its scratch directory to go")
