@@ -7,7 +7,7 @@ difference) and the ratio generate / pipeline; then the CPU time both ways (the 
 horse's, read from /proc; the database and Redis servers' own CPU is not in it), which a loaded
 machine distorts far less than wall time.
 
-    .venv/bin/python bench/report_overhead.py [--n 100] [--rounds 5] [--postgres ADMIN_URL]
+    .venv/bin/python bench/report_overhead.py [--n 500] [--rounds 5] [--postgres ADMIN_URL]
 """
 
 import os
@@ -25,7 +25,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
-    p.add_argument("--n", type=int, default=100, help="reports each way, spread over the rounds")
+    p.add_argument("--n", type=int, default=500, help="reports each way, spread over the rounds")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     bench = _common.setup(postgres=args.postgres, extra_env={"REPORT_WORKER_CONCURRENCY": "1"})
