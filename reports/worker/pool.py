@@ -221,10 +221,9 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
             self._idle.append(pool_horses.fork_horse(self._horses() + self._retiring))
 
     def _beat_wait(self) -> float:
+        # Jobs taken ahead go back to their queues on time.
         until = min(self._next_beat, self._next_promote, self._taken_until if self._taken else float("inf"))
-        return max(
-            until - time.monotonic(), 0.001 if self._taken else 0.01
-        )  # a job taken ahead goes back on time
+        return max(until - time.monotonic(), 0.001 if self._taken else 0.01)
 
     def _drain(self) -> None:
         self._tell_rq()

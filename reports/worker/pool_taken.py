@@ -18,12 +18,12 @@ TAKE_AHEAD_SECONDS = 0.02
 
 
 class JobsForHorses:
-    """Mixed into PoolReportWorker: `_idle`, `_carry`, `_ended` and `_service` are the pool's."""
+    """Mixed into PoolReportWorker: `_idle`, `_inflight`, `_carry`, `_ended` and `_service` are the pool's."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._taken: list = []  # (job, queue) dequeued for idle horses, or ahead; not handed over yet
-        self._taken_until = 0.0  # when a job taken ahead goes back to its queue
+        self._taken_until = 0.0  # when jobs taken ahead go back to their queues
         self._may_take_ahead = False  # once per hand-over
 
     def _dequeue_now(self):
