@@ -27,3 +27,16 @@ def test_without_a_writable_temporary_directory_each_report_makes_its_own(tmp_pa
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
 
     assert scratch_for_next_report(None) is None
+
+
+def test_a_path_planted_where_the_scratch_directory_goes_is_never_used(tmp_path, monkeypatch):
+    """The name is predictable, so someone may have put a symlink there first: the horse makes the
+    directory itself or uses none (its reports then make their own with mkdtemp)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious").write_text("keep")
+    horse_scratch_dir(os.getpid()).symlink_to(elsewhere)
+
+    assert scratch_for_next_report(None) is None
+    assert (elsewhere / "precious").read_text() == "keep"
