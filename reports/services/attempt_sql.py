@@ -52,6 +52,9 @@ def _claim_pg(claim: str) -> str:
 
 
 _CLAIM_PG = _claim_pg(_CLAIM)
+# SQLite: the claim returning what the worker needs; the attempt row is a statement of its own.
+_CLAIM_RETURNING = f"{_CLAIM} RETURNING {', '.join(_RETURNED)}"
+_CLAIM_RETURNING_OF_KIND = f"{_CLAIM}{_OF_KIND} RETURNING {', '.join(_RETURNED)}"
 _CLAIM_PG_OF_KIND = _claim_pg(_CLAIM + _OF_KIND)
 
 _DONE = f"""UPDATE {TASK} SET status = %s, output_file = %s, finished_at = %s, lease_expires_at = NULL,
@@ -182,7 +185,6 @@ def claim(
     if kind is not None:
         claim_params.append(kind)
     attempt_params = [attempt, worker[:200], started, AttemptOutcome.RUNNING]
-    update = f"{_CLAIM}{_OF_KIND if kind is not None else ''} RETURNING {', '.join(_RETURNED)}"
     with _hot_cursor(db) as cursor:
         if db.vendor == "postgresql" and not in_transaction and completing is not None and completing.done is None:
             statement = _CLAIM_COMPLETING_PG if kind is None else _CLAIM_COMPLETING_PG_OF_KIND
@@ -194,11 +196,11 @@ def claim(
             cursor.execute(_CLAIM_PG if kind is None else _CLAIM_PG_OF_KIND, claim_params + attempt_params)
             row = cursor.fetchone()
         elif in_transaction:
-            cursor.execute(update, claim_params)
+            cursor.execute(_CLAIM_RETURNING_OF_KIND if kind is not None else _CLAIM_RETURNING, claim_params)
             row = cursor.fetchone()
         else:
             with transaction.atomic():
-                cursor.execute(update, claim_params)
+                cursor.execute(_CLAIM_RETURNING_OF_KIND if kind is not None else _CLAIM_RETURNING, claim_params)
                 row = cursor.fetchone()
                 if row is not None:
                     insert_attempt(cursor, task_id=task_id, attempt_params=attempt_params)

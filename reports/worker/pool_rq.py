@@ -110,22 +110,39 @@ def dequeue_many(worker, releasing: list[Ended] = (), *, full_goes_back: bool = 
     """dequeue() for up to `wanted` jobs in one round trip (a worker with that many idle horses):
     a list of (job, queue) or GONE, in the queues' order, empty when they are; or FULL."""
     queues = worker._ordered_queues
-    slots = [ended for ended in releasing if not ended.slot_released and concurrency.limit_for(ended.task.kind)]
+    slots = _unreleased_slots(releasing)
     keys = [q.key for q in queues]
     args = [Job.redis_job_namespace_prefix, len(queues), json.dumps(concurrency.caps_by_holders_key()),
             settings.REPORT_LEASE_GRACE, "1" if full_goes_back else "0", max(wanted, 1)]
-    for ended in slots:
-        kind = ended.task.kind
-        keys += [concurrency.holders_key(kind), concurrency.waiters_key(kind)]
-        args += [concurrency.limit_for(kind), concurrency.holder(ended.task.pk, ended.task.attempt)]
+    for _, (holders, waiters, limit, holder) in slots:
+        keys += [holders, waiters]
+        args += [limit, holder]
     woken_per_slot, taken = _run_script(worker.connection, _POP, _POP_SHA, len(keys), *keys, *args)
-    for ended, woken in zip(slots, woken_per_slot, strict=True):
-        ended.slot_released = True
-        if woken:
-            concurrency.enqueue_woken(ended.task.kind, woken)
+    _woken(slots, woken_per_slot)
     if taken == b"full":
         return FULL
     return [_job_of(worker, queues, *entry) for entry in taken]
+
+
+def _unreleased_slots(ended: list[Ended]) -> list[tuple[Ended, list]]:
+    """The recorded attempts whose concurrency slot is still held, each with the words that
+    release it: (holders key, waiters key, limit, holder)."""
+    slots = []
+    for each in ended:
+        kind = each.task.kind
+        limit = concurrency.limit_for(kind)
+        if not each.slot_released and limit:
+            holder = concurrency.holder(each.task.pk, each.task.attempt)
+            slots.append((each, [concurrency.holders_key(kind), concurrency.waiters_key(kind), limit, holder]))
+    return slots
+
+
+def _woken(slots: list[tuple[Ended, list]], woken_per_slot: list) -> None:
+    """Those slots are released: the waiters the release popped are enqueued."""
+    for each, woken in zip((each for each, _ in slots), woken_per_slot, strict=True):
+        each.slot_released = True
+        if woken:
+            concurrency.enqueue_woken(each.task.kind, woken)
 
 
 def _job_of(worker, queues, key: bytes, job_id: bytes, flat: list, slot):
@@ -213,23 +230,17 @@ def bookkeeping(worker, *, ended: list[Ended], starting: list = (), idle_after: 
     words of one script, which costs Redis and this process a fraction of a pipeline's per-command
     work (about 20 commands a job)."""
     recorder = worker.connection.pipeline(transaction=False)
-    releases = []
+    releases = _unreleased_slots(ended)
     try:
         for each in starting:
             each.execution = _start_in(recorder, worker, each.job, each.queue)
         for each in ended:
-            task = each.task
-            limit = concurrency.limit_for(task.kind)
-            if not each.slot_released and limit:
-                releases.append((task.kind, [concurrency.holders_key(task.kind), concurrency.waiters_key(task.kind),
-                                             limit, concurrency.holder(task.pk, task.attempt)]))
-            each.slot_released = True
             _finish_in(recorder, worker, each)
         if idle_after:
             worker.set_current_job_id(None, pipeline=recorder)
         args = [len(releases)]
-        for _, quadruple in releases:
-            args += quadruple
+        for _, words in releases:
+            args += words
         for words, _ in recorder.command_stack:
             args.append(len(words))
             args += words
@@ -240,9 +251,7 @@ def bookkeeping(worker, *, ended: list[Ended], starting: list = (), idle_after: 
         raise
     finally:
         recorder.reset()
-    for (kind, _), members in zip(releases, woken, strict=True):
-        if members:
-            concurrency.enqueue_woken(kind, members)
+    _woken(releases, woken)
     if failed:
         raise ResponseError(failed.decode() if isinstance(failed, bytes) else str(failed))
 
