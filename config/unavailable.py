@@ -1,29 +1,47 @@
-"""A Redis outage or a failover in progress is a 503 with Retry-After, never a 500.
+"""An outage of the database or Redis is a 503 with Retry-After, never a 500.
 
-Redis is only transport (the database is the truth), so a page or an API call that needed it can
-simply be tried again a few seconds later. Inside a request the Redis clients retry at most
-REDIS_WEB_RETRY_ATTEMPTS times (about a second), so a web worker answers 503 instead of waiting
-out a whole failover; background processes keep the longer REDIS_RETRY_ATTEMPTS.
-Console and API share this middleware and may not import each other, hence it lives here.
+A restart or a failover of either is over in seconds and nothing a request did was kept, so the
+answer says what is down and to try again: JSON in the API's error format everywhere but the pages
+people read (the console, the admin), which get a page in the reader's language. It is Django's
+handler500 (config/urls.py), the one place every unhandled exception reaches, whether a view, a
+template or a middleware (the session, the operator's language) raised it.
+
+Inside a request the Redis clients retry at most REDIS_WEB_RETRY_ATTEMPTS times (about a second),
+so a web worker answers 503 instead of waiting out a whole failover; background processes keep the
+longer REDIS_RETRY_ATTEMPTS. Console and API share this and may not import each other, hence it
+lives here.
 """
 
 import logging
+import sys
 
 from django.conf import settings
+from django.contrib.auth.context_processors import PermWrapper
+from django.contrib.auth.models import AnonymousUser
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
+from django.views import defaults
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from config import redis_client
 
-logger = logging.getLogger("config.redis")
+logger = logging.getLogger("config.unavailable")
 
 RETRY_AFTER_SECONDS = 5
-API_PATH_PREFIX = "/report/"
+PAGE_PATH_PREFIXES = ("/console/", "/admin/")
+OUTAGES = (
+    ((OperationalError, InterfaceError), "database"),
+    ((RedisConnectionError, RedisTimeoutError), "redis"),
+)
+API_ERRORS = {
+    "database": "the database is unavailable (restart or failover in progress?); try again shortly",
+    "redis": "the queue broker is unavailable (failover in progress?); try again shortly",
+}
 
 
-class RedisUnavailableMiddleware:
+class RedisRetriesMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
@@ -31,18 +49,38 @@ class RedisUnavailableMiddleware:
         with redis_client.retries_at_most(settings.REDIS_WEB_RETRY_ATTEMPTS):
             return self.get_response(request)
 
-    def process_exception(self, request, exception):
-        if not isinstance(exception, (RedisConnectionError, RedisTimeoutError)):
-            return None
-        logger.warning(
-            "%s %s answered 503: Redis unavailable (%s)", request.method, request.path, type(exception).__name__
-        )
-        if request.path.startswith(API_PATH_PREFIX):
-            response = JsonResponse(
-                {"error": "the queue broker is unavailable (failover in progress?); try again shortly", "field": None},
-                status=503,
-            )
-        else:
-            response = TemplateResponse(request, "503.html", status=503).render()
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-        return response
+
+def outage_of(exception: BaseException | None) -> str | None:
+    """"database" or "redis" when the exception, or one it was raised from or while handling, says
+    that one could not be reached; None for any other error."""
+    seen = set()
+    while exception is not None and id(exception) not in seen:
+        for types, name in OUTAGES:
+            if isinstance(exception, types):
+                return name
+        seen.add(id(exception))
+        exception = exception.__cause__ or exception.__context__
+    return None
+
+
+def server_error(request):
+    """handler500: Django calls it while handling the exception, so sys.exc_info() names it."""
+    exception = sys.exc_info()[1]
+    down = outage_of(exception)
+    is_page = request.path.startswith(PAGE_PATH_PREFIXES)
+    if down is None:
+        if is_page:
+            return defaults.server_error(request)
+        return JsonResponse({"error": "internal server error", "field": None}, status=500)
+    logger.warning("%s %s answered 503: %s unavailable (%s)", request.method, request.path, down, type(exception).__name__)
+    if is_page:
+        # Nothing on the page may need the database: no signed-in user, permissions or messages.
+        nobody = AnonymousUser()
+        context = {"down": down, "user": nobody, "perms": PermWrapper(nobody), "messages": ()}
+        response = TemplateResponse(request, "503.html", context, status=503).render()
+    else:
+        response = JsonResponse({"error": API_ERRORS[down], "field": None}, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    # Logged above as the warning it is, once, without the traceback Django would log per request.
+    response._has_been_logged = True
+    return response

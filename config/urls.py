@@ -6,6 +6,9 @@ from django.views.generic import RedirectView
 
 from config import health
 
+# An outage of the database or Redis answers 503 (JSON or a page), any other error 500.
+handler500 = "config.unavailable.server_error"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
     # Browsers ask for /favicon.ico whatever the page says; the file lives with the other assets.

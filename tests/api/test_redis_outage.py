@@ -1,14 +1,9 @@
 """The API while Redis is down or failing over: a submit is accepted (the reaper enqueues it
-later), and a Redis error that reaches a view is a JSON 503 with Retry-After, never a 500."""
-
-import json
+later). A Redis error that reaches a view is a JSON 503 (tests/config/test_unavailable.py)."""
 
 import pytest
-import redis
-from django.test import RequestFactory
 
 from config.embedded_redis import free_port
-from config.unavailable import RedisUnavailableMiddleware
 from reports.models import ReportTask, TaskStatus
 from reports.services.enqueue import job_id_for
 from reports.worker.reaper import reap_tasks
@@ -32,29 +27,3 @@ def test_submit_while_redis_is_down_is_accepted_and_the_reaper_enqueues_it(token
     reap_tasks(use_lock=False)
 
     assert job_id_for(task.pk, 1) in job_ids_waiting(settings.REPORT_QUEUES)
-
-
-def test_a_redis_error_in_an_api_view_is_a_json_503_with_retry_after():
-    error = _real_connection_error()
-    middleware = RedisUnavailableMiddleware(lambda request: None)
-
-    response = middleware.process_exception(RequestFactory().post("/report/task/submit"), error)
-
-    assert response.status_code == 503
-    assert int(response["Retry-After"]) > 0
-    assert json.loads(response.content)["field"] is None
-    assert "broker" in json.loads(response.content)["error"]
-
-
-def test_other_errors_are_left_to_django():
-    middleware = RedisUnavailableMiddleware(lambda request: None)
-    assert middleware.process_exception(RequestFactory().get("/report/x"), ValueError("no")) is None
-
-
-def _real_connection_error() -> redis.ConnectionError:
-    client = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=None)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        return exc
-    raise AssertionError("a closed port answered")
