@@ -21,6 +21,7 @@ from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
 from deadletters.services.transitions import DeadLetterConflict, change_dead_letter
 from reports.errors import InvalidParams
+from reports.kinds import KINDS
 from reports.models import ApiScope
 from reports.services import TaskNotReplayable
 from reports.services.pausing import KindNotPaused
@@ -99,8 +100,22 @@ def dead_letter_replay(request, letter_id: str):
     except ReasonRequired as exc:
         raise ApiError(422, str(exc), "reason") from None
     except InvalidParams as exc:
+        other = _kind_accepting(params)
+        if other is not None:
+            # Params the document allows (they are a kind's) that do not fit this letter's task.
+            raise ApiError(409, f"the letter's task is not a {other} task: {exc.message}", "params") from None
         raise ApiError(422, exc.message, exc.field or "params") from None
     return JsonResponse({"ok": True, "id": letter_id, "task_id": str(task.public_id), "status": task.status})
+
+
+def _kind_accepting(params: dict | None) -> str | None:
+    for name, kind in KINDS.items():
+        try:
+            kind.validate(params)
+        except InvalidParams:
+            continue
+        return name
+    return None
 
 
 def _scheduled_replay(request, letter_id: int, reason: str, data: dict):

@@ -44,7 +44,7 @@ def read_json_object(
         raise ApiError(415, f"Content-Type must be application/json, not {request.content_type!r}") from None
     if len(body) > limit:
         raise ApiError(413, f"the body is over the limit of {limit} bytes")
-    if not body.strip():
+    if not body:  # blanks are a body: not the JSON object the document asks (400 below)
         if required:
             raise ApiError(400, "the body must be a JSON object")
         return {}

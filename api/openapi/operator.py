@@ -115,7 +115,8 @@ def operator_paths() -> dict:
                         "reason": _REASON,
                         "params": {
                             "anyOf": [_params_ref(name) for name in sorted(KINDS)],
-                            "description": "The params to run with instead: those of the letter's kind (422 otherwise).",
+                            "description": "The params to run with instead: those of the letter's kind (another kind's: "
+                            "409; no kind's: 422).",
                         },
                     },
                 },
@@ -137,8 +138,9 @@ def operator_paths() -> dict:
             },
         ),
         not_found="No dead letter with this id.",
-        conflict="The letter's task is not dead (already replayed, or running); or `start_at` has passed or "
-        "is more than BULK_SCHEDULE_MAX_DAYS ahead (`field` is `start_at`).",
+        conflict="The letter's task is not dead (already replayed, or running); `params` are another kind's "
+        "(`field` is `params`); or `start_at` has passed or is more than BULK_SCHEDULE_MAX_DAYS ahead "
+        "(`field` is `start_at`).",
         invalid="Invalid `reason`, `params` or `start_at` (`field` names it); `params` with `start_at`.",
     )
     replay["post"]["responses"]["202"] = {

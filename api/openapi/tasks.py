@@ -23,16 +23,45 @@ from api.openapi.common import (
 from api.openapi.groups import letter_filter_parameters
 
 # Follow-up calls a client (and Schemathesis' stateful phase) can make with an answer's id.
+_TASK_OPERATIONS = {
+    "output": ("taskOutput", "Download its report once it is done."),
+    "replay": ("replayTask", "Replay it once it is dead."),
+    "cancel": ("cancelTask", "Cancel it while it is pending or retrying."),
+    "retry-now": ("retryTaskNow", "Run its next attempt now while it is retrying."),
+    "stop": ("stopTask", "Stop its running attempt."),
+}
+
+
+def _task_links(id_pointer: str) -> dict:
+    return {
+        name: {"operationId": operation, "parameters": {"task_id": id_pointer}, "description": description}
+        for name, (operation, description) in _TASK_OPERATIONS.items()
+    }
+
+
 SUBMIT_LINKS = {
     "status": {
         "operationId": "taskStatus",
         "parameters": {"task_id": "$response.body#/task_id"},
         "description": "Follow the task just submitted.",
-    }
+    },
+    **_task_links("$response.body#/task_id"),
 }
-STATUS_LINKS = {
-    "output": {"operationId": "taskOutput", "parameters": {"task_id": "$response.body#/id"}},
-    "replay": {"operationId": "replayTask", "parameters": {"task_id": "$response.body#/id"}},
+STATUS_LINKS = _task_links("$response.body#/id")
+# The first letter of a page, for the actions on a dead letter and its task.
+FIRST_LETTER_LINKS = {
+    f"{action}First": {
+        "operationId": f"{action}DeadLetter",
+        "parameters": {"letter_id": "$response.body#/results/0/id"},
+        "description": f"{action.capitalize()} the first dead letter of the page.",
+    }
+    for action in ("replay", "archive", "discard", "restore")
+} | {
+    "firstTaskStatus": {
+        "operationId": "taskStatus",
+        "parameters": {"task_id": "$response.body#/results/0/task_id"},
+        "description": "The task of the first dead letter of the page.",
+    }
 }
 
 
@@ -203,7 +232,9 @@ def task_paths() -> dict:
                     },
                 ],
                 "responses": {
-                    "200": json_response("One page.", "#/components/schemas/DeadLetterPage"),
+                    "200": _with_links(
+                        json_response("One page.", "#/components/schemas/DeadLetterPage"), FIRST_LETTER_LINKS
+                    ),
                     "400": error(
                         "Unknown query parameter, a parameter given twice, an unknown kind, a bad "
                         "limit, fingerprint, q or cursor (named in `field`)."

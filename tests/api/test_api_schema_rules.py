@@ -130,6 +130,23 @@ def test_submits_link_to_their_status_for_clients_and_stateful_testing():
     assert task_link["parameters"] == {"task_id": "$response.body#/task_id"}
 
 
+def test_a_tasks_answers_link_to_every_control_of_the_task():
+    paths = openapi_document()["paths"]
+    operations = {
+        operation["operationId"]: path for path, item in paths.items() for operation in item.values()
+    }
+    controls = {"taskOutput", "replayTask", "cancelTask", "retryTaskNow", "stopTask"}
+    for response, task_id in (
+        (paths["/report/task/submit"]["post"]["responses"]["201"], "$response.body#/task_id"),
+        (paths["/report/task/{task_id}/status"]["get"]["responses"]["200"], "$response.body#/id"),
+    ):
+        links = {link["operationId"]: link["parameters"] for link in response["links"].values()}
+        assert controls <= set(links)
+        for operation in controls:
+            assert links[operation] == {"task_id": task_id}
+            assert "{task_id}" in operations[operation]
+
+
 ALLOWLIST = ["127.0.0.1:8000", "example.com", "[::1]:8443", "reports.example.net:80"]
 
 

@@ -101,6 +101,21 @@ def test_replay_with_an_empty_body_is_fine(token_client):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("body", [b" ", b"\r\n\t "])
+def test_a_whitespace_body_is_a_body_and_not_json(token_client, body):
+    """No body at all means "no reason"; a body of blanks is not the JSON object the document asks."""
+    letter = make_dead_letter()
+
+    response = token_client.generic(
+        "POST", f"/report/task/{letter.task.public_id}/replay", body, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert "not valid JSON" in response.json()["error"]
+    letter.task.refresh_from_db()
+    assert letter.task.status == TaskStatus.DEAD
+
+
 @pytest.mark.parametrize("status", [TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.DONE])
 def test_replay_of_a_task_that_is_not_dead_is_409(token_client, status):
     task = make_task(status=status)

@@ -68,6 +68,23 @@ def test_edited_replay_and_kind_pause_resume(django_user_model, django_capture_o
     assert post(operator, "/report/kind/nope/pause").status_code == 404
 
 
+def test_replaying_with_another_kinds_params_is_a_conflict_and_with_nobodys_params_invalid():
+    """The document allows any kind's params (it cannot know the letter's kind): those of another kind
+    conflict with the letter's task (409, as declared); params no kind takes are invalid (422)."""
+    operator = client_for("read", "replay", "operator")
+    letter = make_dead_letter(task=None)
+    ReportTask.objects.filter(pk=letter.task_id).update(kind="probe", params={})
+    url = f"/report/dead-letter/{letter.pk}/replay"
+
+    other = post(operator, url, {"params": {"group_by": "month"}})
+    nobodys = post(operator, url, {"params": {"group_by": "weekday"}})
+
+    assert (other.status_code, other.json()["field"]) == (409, "params")
+    assert "sales_summary" in other.json()["error"]
+    assert (nobodys.status_code, nobodys.json()["field"]) == (422, "group_by")
+    assert ReportTask.objects.get(pk=letter.task_id).status == TaskStatus.DEAD
+
+
 def test_a_bulk_start_with_a_rate_that_is_no_number_is_refused():
     operator = client_for("read", "replay", "operator")
     for rate in (None, "5", True):
