@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
+from reports.kinds import KINDS
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
 from reports.services.counters import bump_counter
 
@@ -41,15 +42,18 @@ _KIND = Subquery(ReportTask.objects.filter(pk=OuterRef("task_id")).values("kind"
 
 
 def live_task_counts() -> list[tuple[str, str, int]]:
-    """(kind, status, tasks) of the statuses a task leaves (pending, running, retrying): the backlog,
-    a range of the (status, created_at) index. The ever-growing terminal statuses are counters."""
+    """(kind, status, tasks) of the statuses a task leaves (pending, running, retrying), every kind and
+    status present (0 when idle, so a dashboard's kinds and panels never go empty): the backlog, a
+    range of the (status, created_at) index. The ever-growing terminal statuses are counters."""
+    counts = dict.fromkeys(((kind, str(status)) for kind in KINDS for status in LIVE_STATUSES), 0)
     rows = (
         ReportTask.objects.filter(status__in=LIVE_STATUSES)
         .order_by()
         .values_list("kind", "status")
         .annotate(n=Count("pk"))
     )
-    return [(kind, status, n) for kind, status, n in rows]
+    counts.update(((kind, status), n) for kind, status, n in rows)
+    return [(kind, status, n) for (kind, status), n in sorted(counts.items())]
 
 
 def completions(now=None) -> dict[str, int]:

@@ -107,6 +107,16 @@ def test_task_and_dead_letter_numbers_match_the_database(client, metrics_token, 
         assert ("report_task_deaths_total", (("kind", kind),)) in samples
 
 
+def test_an_idle_site_has_every_kind_and_live_status_at_zero(client, metrics_token):
+    """A dashboard's kind variable and its task panels read report_tasks: idle, they still have samples."""
+    samples = scrape(client, metrics_token)
+
+    tasks = {labels: v for (name, labels), v in samples.items() if name == "report_tasks"}
+    assert tasks == {
+        (("kind", kind), ("status", status)): 0 for kind in KINDS for status in ("pending", "retrying", "running")
+    }
+
+
 def finished(*, kind="http_export", ago: timedelta):
     task = make_task(kind=kind, status=TaskStatus.DONE, attempt=1)
     at = timezone.now() - ago

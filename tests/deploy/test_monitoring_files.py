@@ -1,22 +1,29 @@
 """deploy/prometheus and deploy/grafana are imported as they are: the rules file follows
-Prometheus' rule-file format exactly, and every rule and panel asks only for metrics that
-GET /metrics exposes."""
+Prometheus' rule-file format exactly, every rule and panel asks only for metrics that GET /metrics
+exposes, and Prometheus' own promtool accepts the rules and passes their cases
+(report-console-rules.test.yml: which alert fires, and which does not, on which series)."""
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from reports.kinds import KINDS
 from reports.models import ApiScope
 from reports.services.tokens import create_api_token
+from tests.debian_packages import installed_program, missing_program_message
 from tests.factories import make_dead_letter
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 RULES = BASE_DIR / "deploy" / "prometheus" / "report-console-rules.yml"
 DASHBOARD = BASE_DIR / "deploy" / "grafana" / "report-console.json"
+RULE_CASES = Path(__file__).with_name("report-console-rules.test.yml")
+# Prometheus' own series for each scrape target, beside what /metrics exposes.
+PROMETHEUS_SERIES = {"up"}
 
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -132,7 +139,25 @@ def test_the_name_reader_sees_through_promql():
 def test_every_rule_asks_only_for_exposed_metrics(exposed_names):
     for rule in check_rule_file(yaml.safe_load(RULES.read_text())):
         names = metric_names(rule["expr"])
-        assert names and names <= exposed_names, (rule["alert"], names - exposed_names)
+        assert names and names <= exposed_names | PROMETHEUS_SERIES, (rule["alert"], names - exposed_names)
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    """Debian's promtool (package prometheus), installed when missing and this process may."""
+    found = installed_program("prometheus", "promtool")
+    if not found:
+        pytest.fail(missing_program_message("prometheus", "promtool for the alert rules' cases"), pytrace=False)
+    return found
+
+
+def test_promtool_accepts_the_rules_and_their_cases_pass(promtool):
+    for argv in (["check", "rules", str(RULES)], ["test", "rules", str(RULE_CASES)]):
+        result = subprocess.run([promtool, *argv], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    cases = RULE_CASES.read_text()
+    for alert in ("ReportNewDeadLetterCause", "ReportMetricsScrapeFailing"):
+        assert f"alertname: {alert}" in cases
 
 
 def test_every_dashboard_panel_asks_only_for_exposed_metrics(exposed_names):
@@ -142,3 +167,17 @@ def test_every_dashboard_panel_asks_only_for_exposed_metrics(exposed_names):
     for target in targets:
         names = metric_names(target["expr"].replace("$kind", "x"))
         assert names and names <= exposed_names, (target["expr"], names - exposed_names)
+
+
+def test_the_dashboards_kind_variable_lists_every_kind_on_an_idle_site(db, client):
+    """Grafana fills `$kind` from a metric's samples: with no task waiting or running, every kind is
+    still there (at 0), so the variable and the panels filtered by it are never empty."""
+    [variable] = [v for v in json.loads(DASHBOARD.read_text())["templating"]["list"] if v["name"] == "kind"]
+    metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable["definition"]).groups()
+    raw = create_api_token(name="prometheus", scopes=[ApiScope.METRICS])[1]
+    text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").content.decode()
+
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples if s.name == metric]
+
+    assert {sample.labels[label] for sample in samples} == set(KINDS)
+

@@ -14,11 +14,9 @@ nginx's main configuration (Debian's includes the site), a self-signed certifica
 would put one, and the directories Debian's redis packages and their units create.
 """
 
-import fcntl
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +37,7 @@ from requests.adapters import HTTPAdapter
 from config.embedded_redis import free_port, redis_server_binary
 from config.redis_client import parse_sentinel_url
 from tests.conftest import BASE_DIR, wait_until
+from tests.debian_packages import installed_program, missing_program_message
 from tests.storage_server import weed_binary
 from tests.system import deploy_doc
 from tests.system.sentinel_cluster import SentinelCluster
@@ -47,7 +46,6 @@ from tests.system.sentinel_cluster import SentinelCluster
 pytestmark = [pytest.mark.slow, pytest.mark.database_blind]
 
 PAGE = BASE_DIR / "docs" / "deploy.md"
-NGINX_INSTALL_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "report-console-nginx-install.log"
 PUBLIC_NAME = "reports.example.com"
 ENV_FILE = "/etc/report-console.env"
 MANAGE = "/usr/local/bin/report-manage"
@@ -82,31 +80,10 @@ PAGE_FILES = {
 
 def nginx_binary() -> str:
     """Debian's nginx, installed (nginx-light) when missing and this process is root with apt-get."""
-    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
-    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
-        # CI runs two test sessions side by side: one installs, the other waits for it.
-        with NGINX_INSTALL_LOG.with_suffix(".lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = shutil.which("nginx", path="/usr/sbin:/usr/bin")
-            if not found:
-                install_nginx()
-                found = shutil.which("nginx", path="/usr/sbin:/usr/bin")
+    found = installed_program("nginx-light", "nginx")
     if not found:
-        pytest.fail("no nginx for the deploy test: apt-get install nginx-light (as root), or put nginx on PATH"
-                    + (f"; the install attempt's output is in {NGINX_INSTALL_LOG}" if NGINX_INSTALL_LOG.exists() else ""),
-                    pytrace=False)
+        pytest.fail(missing_program_message("nginx-light", "nginx for the deploy test"), pytrace=False)
     return found
-
-
-def install_nginx() -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]
-    with NGINX_INSTALL_LOG.open("w") as output:
-        for argv in ([*apt, "install", "-y", "-q", "nginx-light"], [*apt, "update", "-q"],  # a stale list fails once
-                     [*apt, "install", "-y", "-q", "nginx-light"]):
-            done = subprocess.run(argv, stdout=output, stderr=subprocess.STDOUT, env=env, timeout=900)
-            if done.returncode == 0 and "install" in argv:
-                return
 
 
 def postgres_admin_url() -> str:
