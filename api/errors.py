@@ -29,21 +29,11 @@ class ApiError(Exception):
         return cls(422, error, field, errors=errors)
 
 
-def error_response(
-    status: int,
-    error: str,
-    field: str | None = None,
-    headers: dict | None = None,
-    errors: list[tuple[str | None, str]] | None = None,
-):
-    body = {"error": error, "field": field}
-    if errors is not None:
-        body["errors"] = [{"field": name, "error": message} for name, message in errors]
-    response = JsonResponse(body, status=status)
-    for name, value in (headers or {}).items():
+def api_error_response(exc: ApiError) -> JsonResponse:
+    body = {"error": exc.error, "field": exc.field}
+    if exc.errors is not None:
+        body["errors"] = [{"field": name, "error": message} for name, message in exc.errors]
+    response = JsonResponse(body, status=exc.status)
+    for name, value in exc.headers.items():
         response[name] = value
     return response
-
-
-def api_error_response(exc: ApiError) -> JsonResponse:
-    return error_response(exc.status, exc.error, exc.field, exc.headers, exc.errors)

@@ -85,7 +85,7 @@ def dead_letter_replay(request, letter_id: str):
     params = data.get("params")
     if "start_at" in data:
         return _scheduled_replay(request, letter_id, reason, data)
-    if params is not None:
+    if "params" in data:  # null is not "left out"
         if not isinstance(params, dict):
             raise ApiError(422, "must be a JSON object", "params")
         user = request.api_client.user

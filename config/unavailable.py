@@ -1,15 +1,11 @@
-"""An outage of the database or Redis is a 503 with Retry-After, never a 500.
-
-A restart or a failover of either is over in seconds and nothing a request did was kept, so the
-answer says what is down and to try again: JSON in the API's error format everywhere but the pages
-people read (the console, the admin), which get a page in the reader's language. It is Django's
-handler500 (config/urls.py), the one place every unhandled exception reaches, whether a view, a
-template or a middleware (the session, the operator's language) raised it.
+"""An outage of the database or Redis is a 503 with Retry-After, never a 500: JSON in the API's
+error format everywhere but the pages people read (console, admin), which say what is down in the
+reader's language. It is Django's handler500 (config/urls.py), which every unhandled exception
+reaches, from a view, a template or a middleware (the session, the operator's language).
 
 Inside a request the Redis clients retry at most REDIS_WEB_RETRY_ATTEMPTS times (about a second),
-so a web worker answers 503 instead of waiting out a whole failover; background processes keep the
-longer REDIS_RETRY_ATTEMPTS. Console and API share this and may not import each other, hence it
-lives here.
+so a web worker answers 503 instead of waiting out a whole failover. Console and API share this
+and may not import each other, hence it lives here.
 """
 
 import logging

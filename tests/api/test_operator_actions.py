@@ -82,6 +82,7 @@ def test_replaying_with_another_kinds_params_is_a_conflict_and_with_nobodys_para
     assert (other.status_code, other.json()["field"]) == (409, "params")
     assert "sales_summary" in other.json()["error"]
     assert (nobodys.status_code, nobodys.json()["field"]) == (422, "group_by")
+    assert post(operator, url, {"params": None}).json()["field"] == "params"
     assert ReportTask.objects.get(pk=letter.task_id).status == TaskStatus.DEAD
 
 
