@@ -36,7 +36,6 @@ def test_a_developers_shell_changes_none_of_the_suites_settings():
         "HTTP_EXPORT_ALLOWED_HOSTS": "exporter.internal",
         "DINGTALK_WEBHOOK": "https://oapi.dingtalk.com/robot/send?access_token=real-team-robot",
         "REPORT_MAX_ATTEMPTS": "9",
-        "WEB_WORKERS": "7",
     }
     assert set(shell) <= set(SHELL_NAMES)
 
