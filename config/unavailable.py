@@ -47,7 +47,7 @@ class RedisRetriesMiddleware:
 
 
 def outage_of(exception: BaseException | None) -> str | None:
-    """"database" or "redis" when the exception, or one it was raised from or while handling, says
+    """ "database" or "redis" when the exception, or one it was raised from or while handling, says
     that one could not be reached; None for any other error."""
     seen = set()
     while exception is not None and id(exception) not in seen:
@@ -68,7 +68,13 @@ def server_error(request):
         if is_page:
             return defaults.server_error(request)
         return JsonResponse({"error": "internal server error", "field": None}, status=500)
-    logger.warning("%s %s answered 503: %s unavailable (%s)", request.method, request.path, down, type(exception).__name__)
+    logger.warning(
+        "%s %s answered 503: %s unavailable (%s)",
+        request.method,
+        request.path,
+        down,
+        type(exception).__name__,
+    )
     if is_page:
         # Nothing on the page may need the database: no signed-in user, permissions or messages.
         nobody = AnonymousUser()

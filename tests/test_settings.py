@@ -11,7 +11,8 @@ PROBE = """
 import json, os, django
 django.setup()
 from django.conf import settings
-names = ["DEMO_SETUP", "HTTP_EXPORT_URL", "HTTP_EXPORT_ALLOWED_HOSTS", "DINGTALK_WEBHOOK", "REPORT_MAX_ATTEMPTS"]
+names = ["DEMO_SETUP", "HTTP_EXPORT_URL", "HTTP_EXPORT_ALLOWED_HOSTS", "DINGTALK_WEBHOOK",
+         "REPORT_MAX_ATTEMPTS"]
 print(json.dumps({name: repr(getattr(settings, name)) for name in names}
                  | {"environ": sorted(set(os.environ) & set(%r))}))
 """
@@ -22,7 +23,11 @@ def _suite_settings_under(shell: dict) -> dict:
     environ.update(shell, DJANGO_SETTINGS_MODULE="tests.settings")
     result = subprocess.run(
         [sys.executable, "-c", PROBE % (SHELL_NAMES,)],
-        cwd=CONFIG_DIR.parent, env=environ, capture_output=True, text=True, timeout=60,
+        cwd=CONFIG_DIR.parent,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -39,14 +44,18 @@ def test_a_developers_shell_changes_none_of_the_suites_settings():
     }
     assert set(shell) <= set(SHELL_NAMES)
 
-    assert _suite_settings_under(shell) == _suite_settings_under({}) == {
-        "DEMO_SETUP": "True",
-        "HTTP_EXPORT_URL": "'http://127.0.0.1:8000/report/demo/orders.json'",
-        "HTTP_EXPORT_ALLOWED_HOSTS": "['127.0.0.1:8000']",
-        "DINGTALK_WEBHOOK": "''",
-        "REPORT_MAX_ATTEMPTS": "3",
-        "environ": [],
-    }
+    assert (
+        _suite_settings_under(shell)
+        == _suite_settings_under({})
+        == {
+            "DEMO_SETUP": "True",
+            "HTTP_EXPORT_URL": "'http://127.0.0.1:8000/report/demo/orders.json'",
+            "HTTP_EXPORT_ALLOWED_HOSTS": "['127.0.0.1:8000']",
+            "DINGTALK_WEBHOOK": "''",
+            "REPORT_MAX_ATTEMPTS": "3",
+            "environ": [],
+        }
+    )
 
 
 def test_the_database_under_test_is_still_chosen_by_the_shell():

@@ -115,8 +115,8 @@ def operator_paths() -> dict:
                         "reason": _REASON,
                         "params": {
                             "anyOf": [_params_ref(name) for name in sorted(KINDS)],
-                            "description": "The params to run with instead: those of the letter's kind (another kind's: "
-                            "409; no kind's: 422).",
+                            "description": "The params to run with instead: those of the letter's kind "
+                            "(another kind's: 409; no kind's: 422).",
                         },
                     },
                 },

@@ -22,46 +22,26 @@ from api.openapi.common import (
 )
 from api.openapi.groups import letter_filter_parameters
 
-# Follow-up calls a client (and Schemathesis' stateful phase) can make with an answer's id.
-_TASK_OPERATIONS = {
-    "output": ("taskOutput", "Download its report once it is done."),
-    "replay": ("replayTask", "Replay it once it is dead."),
-    "cancel": ("cancelTask", "Cancel it while it is pending or retrying."),
-    "retry-now": ("retryTaskNow", "Run its next attempt now while it is retrying."),
-    "stop": ("stopTask", "Stop its running attempt."),
-}
 
-
-def _task_links(id_pointer: str) -> dict:
+def _links(parameter: str, pointer: str, operations: dict[str, str]) -> dict:
+    """Follow-up calls a client (and Schemathesis' stateful phase) can make with an answer's id."""
     return {
-        name: {"operationId": operation, "parameters": {"task_id": id_pointer}, "description": description}
-        for name, (operation, description) in _TASK_OPERATIONS.items()
+        name: {"operationId": operation, "parameters": {parameter: f"$response.body#/{pointer}"}}
+        for name, operation in operations.items()
     }
 
 
-SUBMIT_LINKS = {
-    "status": {
-        "operationId": "taskStatus",
-        "parameters": {"task_id": "$response.body#/task_id"},
-        "description": "Follow the task just submitted.",
-    },
-    **_task_links("$response.body#/task_id"),
+_TASK_OPERATIONS = {
+    "output": "taskOutput", "replay": "replayTask", "cancel": "cancelTask", "retry-now": "retryTaskNow",
+    "stop": "stopTask",
 }
-STATUS_LINKS = _task_links("$response.body#/id")
-# The first letter of a page, for the actions on a dead letter and its task.
+SUBMIT_LINKS = _links("task_id", "task_id", {"status": "taskStatus", **_TASK_OPERATIONS})
+STATUS_LINKS = _links("task_id", "id", _TASK_OPERATIONS)
+# The page's first letter: its actions, and its task.
+_LETTER_ACTIONS = ("replay", "archive", "discard", "restore")
 FIRST_LETTER_LINKS = {
-    f"{action}First": {
-        "operationId": f"{action}DeadLetter",
-        "parameters": {"letter_id": "$response.body#/results/0/id"},
-        "description": f"{action.capitalize()} the first dead letter of the page.",
-    }
-    for action in ("replay", "archive", "discard", "restore")
-} | {
-    "firstTaskStatus": {
-        "operationId": "taskStatus",
-        "parameters": {"task_id": "$response.body#/results/0/task_id"},
-        "description": "The task of the first dead letter of the page.",
-    }
+    **_links("letter_id", "results/0/id", {f"{a}First": f"{a}DeadLetter" for a in _LETTER_ACTIONS}),
+    **_links("task_id", "results/0/task_id", {"firstTaskStatus": "taskStatus"}),
 }
 
 

@@ -112,9 +112,8 @@ def test_an_idle_site_has_every_kind_and_live_status_at_zero(client, metrics_tok
     samples = scrape(client, metrics_token)
 
     tasks = {labels: v for (name, labels), v in samples.items() if name == "report_tasks"}
-    assert tasks == {
-        (("kind", kind), ("status", status)): 0 for kind in KINDS for status in ("pending", "retrying", "running")
-    }
+    statuses = ("pending", "retrying", "running")
+    assert tasks == {(("kind", kind), ("status", status)): 0 for kind in KINDS for status in statuses}
 
 
 def finished(*, kind="http_export", ago: timedelta):

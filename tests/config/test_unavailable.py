@@ -71,7 +71,9 @@ def test_an_error_raised_while_handling_an_outage_is_still_the_outage():
 def test_the_console_page_names_what_is_down_in_the_operators_language_without_the_database(language):
     # No database fixture: a query would fail the test, as would reading the session's user.
     with translation.override(language):
-        database = _answer("/console/dead-letters/", OperationalError("terminating connection")).content.decode()
+        database = _answer(
+            "/console/dead-letters/", OperationalError("terminating connection")
+        ).content.decode()
         broker = _answer("/console/", redis.TimeoutError("Timeout reading from socket")).content.decode()
 
     if language == "en":

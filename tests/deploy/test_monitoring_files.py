@@ -147,7 +147,7 @@ def promtool() -> str:
     """Debian's promtool (package prometheus), installed when missing and this process may."""
     found = installed_program("prometheus", "promtool")
     if not found:
-        pytest.fail(missing_program_message("prometheus", "promtool for the alert rules' cases"), pytrace=False)
+        pytest.fail(missing_program_message("prometheus", "promtool for the rules' cases"), pytrace=False)
     return found
 
 
@@ -177,7 +177,7 @@ def test_the_dashboards_kind_variable_lists_every_kind_on_an_idle_site(db, clien
     raw = create_api_token(name="prometheus", scopes=[ApiScope.METRICS])[1]
     text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").content.decode()
 
-    samples = [s for family in text_string_to_metric_families(text) for s in family.samples if s.name == metric]
+    families = text_string_to_metric_families(text)
 
-    assert {sample.labels[label] for sample in samples} == set(KINDS)
+    assert {s.labels[label] for family in families for s in family.samples if s.name == metric} == set(KINDS)
 

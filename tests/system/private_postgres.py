@@ -42,9 +42,13 @@ class PrivatePostgres:
 
     def start(self) -> "PrivatePostgres":
         if not self.datadir.exists():
-            self._run(_binary("initdb"), "-D", str(self.datadir), "-U", "postgres", "-A", "trust", "--no-sync")
+            self._run(
+                _binary("initdb"), "-D", str(self.datadir), "-U", "postgres", "-A", "trust", "--no-sync"
+            )
         options = f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(_binary("pg_ctl"), "-D", str(self.datadir), "-l", str(self.log), "-o", options, "-w", "start")
+        self._run(
+            _binary("pg_ctl"), "-D", str(self.datadir), "-l", str(self.log), "-o", options, "-w", "start"
+        )
         return self
 
     def stop(self) -> None:

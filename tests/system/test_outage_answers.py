@@ -43,7 +43,12 @@ def site_redis(tmp_path):
 
 def _manage(env: dict, *argv: str) -> str:
     result = subprocess.run(
-        [sys.executable, "manage.py", *argv], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "manage.py", *argv],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -80,7 +85,11 @@ def _signed_in(base: str) -> requests.Session:
     session.get(f"{base}/console/login/", timeout=30)
     signed_in = session.post(
         f"{base}/console/login/",
-        data={"username": "operator", "password": "operator-pass-1", "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        data={
+            "username": "operator",
+            "password": "operator-pass-1",
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
         headers={"Referer": f"{base}/console/login/"},
         timeout=30,
     )
@@ -98,7 +107,9 @@ def _is_json_503(response: requests.Response) -> bool:
 
 
 def test_a_stopped_database_is_a_json_503_on_every_api_path_and_a_page_in_the_console(
-    gunicorn, private_postgres, subprocess_env  # noqa: F811
+    gunicorn,  # noqa: F811
+    private_postgres,
+    subprocess_env,
 ):
     database_url = private_postgres.create_database("site")
     env = dict(subprocess_env(), DATABASE_URL=database_url)
@@ -118,18 +129,27 @@ def test_a_stopped_database_is_a_json_503_on_every_api_path_and_a_page_in_the_co
     page = console.get(f"{base}/console/dead-letters/", timeout=30)
     dashboard = console.get(f"{base}/console/", timeout=30)
 
-    assert {name: response.status_code for name, response in answers.items() if not _is_json_503(response)} == {}
+    assert {
+        name: response.status_code for name, response in answers.items() if not _is_json_503(response)
+    } == {}
     assert "database" in answers[f"GET /report/task/{task_id}/status"].json()["error"]
     for response in (page, dashboard):
         assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
         assert "数据库没有响应" in response.text and "暂时不可用" in response.text
 
     private_postgres.start()
-    assert requests.get(f"{base}/report/task/{task_id}/status", headers=headers, timeout=30).status_code == 200
+    assert (
+        requests.get(f"{base}/report/task/{task_id}/status", headers=headers, timeout=30).status_code == 200
+    )
     assert console.get(f"{base}/console/dead-letters/", timeout=30).status_code == 200
 
 
-def test_a_stopped_redis_never_makes_an_api_path_answer_500(gunicorn, site_redis, operator, api_token):  # noqa: F811
+def test_a_stopped_redis_never_makes_an_api_path_answer_500(
+    gunicorn,  # noqa: F811
+    site_redis,
+    operator,
+    api_token,
+):
     """Redis is only transport: the API rides out its outage (a submit is enqueued later)."""
     from reports.services import submit_task
 
