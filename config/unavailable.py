@@ -68,12 +68,11 @@ def server_error(request):
         if is_page:
             return defaults.server_error(request)
         return JsonResponse({"error": "internal server error", "field": None}, status=500)
+    # The error's first line too: an OperationalError is also what SQLite says of a missing table.
+    first_line = (str(exception).strip().splitlines() or [""])[0][:200]
     logger.warning(
-        "%s %s answered 503: %s unavailable (%s)",
-        request.method,
-        request.path,
-        down,
-        type(exception).__name__,
+        "%s %s answered 503: %s unavailable (%s: %s)",
+        request.method, request.path, down, type(exception).__name__, first_line,
     )
     if is_page:
         # Nothing on the page may need the database: no signed-in user, permissions or messages.

@@ -46,7 +46,7 @@ def _real_connection_error() -> redis.ConnectionError:
         (redis.TimeoutError("Timeout reading from socket"), "redis"),
     ],
 )
-def test_an_outage_on_an_api_path_is_a_json_503_with_retry_after(exception, down):
+def test_an_outage_on_an_api_path_is_a_json_503_with_retry_after(exception, down, caplog):
     response = _answer("/report/task/submit", exception)
 
     assert response.status_code == 503
@@ -54,6 +54,9 @@ def test_an_outage_on_an_api_path_is_a_json_503_with_retry_after(exception, down
     body = json.loads(response.content)
     assert body["field"] is None
     assert ("database" if down == "database" else "broker") in body["error"]
+    # One warning line that says what failed, not Django's error with a traceback per request.
+    [record] = [r for r in caplog.records if r.name.startswith(("config", "django.request"))]
+    assert record.levelname == "WARNING" and str(exception).splitlines()[0] in record.getMessage()
 
 
 def test_an_error_raised_while_handling_an_outage_is_still_the_outage():
