@@ -1,7 +1,7 @@
 """Writes docs/settings.md, the settings reference, from the settings modules themselves.
 
     .venv/bin/python docs/settings_reference.py          # rewrite docs/settings.md
-    .venv/bin/python docs/settings_reference.py --check  # exit 1 when docs/settings.md is not what it would write
+    .venv/bin/python docs/settings_reference.py --check  # exit 1 when docs/settings.md is out of date
 
 A setting is an environment variable that a module of config/ reads through one of config/env.py's
 readers (env_str, env_int, ...) or os.environ / os.getenv, with a literal name. For each one:
@@ -41,7 +41,7 @@ NOTES = {
     "ALLOWED_HOSTS": "the host names the site answers to, comma-separated",
     "CSRF_TRUSTED_ORIGINS": "comma-separated `https://` origins allowed to post forms",
     "DATABASE_URL": "any dj-database-url URL; PostgreSQL in production",
-    "DB_CONN_MAX_AGE": "seconds a web process keeps its database connection between requests (0: one per request)",
+    "DB_CONN_MAX_AGE": "seconds a web process keeps its database connection (0: one per request)",
     "REPORT_MAX_ATTEMPTS": "attempts per submit, and per replay",
     "REPORT_RETRY_BACKOFF": "seconds before attempt 2, 3, 4...; the last step repeats",
     "REPORT_RETRY_JITTER": "up to this fraction of a retry's delay is added at random",
@@ -112,22 +112,22 @@ NOTES = {
     "WEB_KEEPALIVE": "seconds gunicorn keeps an idle connection",
     "WEB_ACCESS_LOG": "where gunicorn's access log goes (`-`: standard output)",
     "WEB_LOG_LEVEL": "gunicorn's log level",
-    "REDIS_URL": "`redis://`, `rediss://`, `unix://` or Sentinel `redis+sentinel://`; unset: the embedded redis-server",
+    "REDIS_URL": "`redis://`, `rediss://`, `unix://` or `redis+sentinel://`; unset: the embedded server",
     "RQ_ACCEPT_PICKLED_JOBS": "`true` only while jobs pickled by an older release drain",
     "REDIS_SOCKET_TIMEOUT": "seconds a Redis call may wait for its answer",
-    "REDIS_RETRY_ATTEMPTS": "retries of one Redis call in workers, the reaper and the sender (10-21 s in all)",
+    "REDIS_RETRY_ATTEMPTS": "retries of one Redis call in workers, reaper and sender (10-21 s in all)",
     "REDIS_RETRY_BACKOFF_CAP": "the longest wait between two of those retries, seconds",
     "REPORT_WORKER": "`pool` (long-lived work-horses), `fork` (a horse per job) or `simple` (no fork)",
     "REPORT_HORSE_MAX_TASKS": "a pool horse is replaced after this many attempts",
     "REPORT_HORSE_MAX_RSS_MB": "a pool horse above this resident size after an attempt is replaced",
     "UP_RESTART_LIMIT": "`up` stops everything when a child exits more than this often within the window",
     "UP_RESTART_WINDOW": "that window, seconds",
-    "REPORT_LEASE_SECONDS": "a running attempt not renewed for this long is taken back (at least twice the heartbeat)",
+    "REPORT_LEASE_SECONDS": "a running attempt not renewed this long is taken back (>= twice the heartbeat)",
     "SESSION_ABSOLUTE_TIMEOUT": "seconds after sign-in when a session ends, whatever the activity",
-    "CONSOLE_DASHBOARD_CACHE_SECONDS": "how long the dashboard's table-wide counts and charts are shared (0: live)",
+    "CONSOLE_DASHBOARD_CACHE_SECONDS": "how long the dashboard's counts and charts are shared (0: live)",
     "CONSOLE_FILTER_CHOICES_CACHE_SECONDS": "how long the list's kind and error-type drop-downs are cached",
     "CONSOLE_TRUSTED_PROXY_COUNT": "reverse proxies in front of the site (nginx alone: 1)",
-    "BULK_REPLAY_PAUSE_THRESHOLD": "a bulk replay pauses itself when this share of its finished replays died again",
+    "BULK_REPLAY_PAUSE_THRESHOLD": "a bulk replay pauses itself when this share of its finished replays died",
     "REPORT_KIND_PRIORITIES": "`kind=queue` pairs overriding a kind's default queue (`http_export=low`)",
     "WEB_MAX_REQUESTS_JITTER": "a random 0..N added to `WEB_MAX_REQUESTS` per worker",
 }
@@ -162,8 +162,13 @@ def read_module(path: Path) -> tuple[ast.Module, Module]:
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type == tokenize.COMMENT:
             module.comments[token.start[0]] = token.string.lstrip("#").strip()
-        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-                                tokenize.ENDMARKER):
+        elif token.type not in (
+            tokenize.NL,
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.ENDMARKER,
+        ):
             module.code_lines.update(range(token.start[0], token.end[0] + 1))
     return ast.parse(text), module
 
@@ -171,12 +176,24 @@ def read_module(path: Path) -> tuple[ast.Module, Module]:
 def reader_names() -> set[str]:
     """The readers config/env.py defines (env_str, env_int, ...)."""
     tree = ast.parse((CONFIG / "env.py").read_text(encoding="utf-8"))
-    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("env")}
+    return {
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("env")
+    }
 
 
-def read_name(call: ast.Call, readers: set[str]) -> str | None:
-    """The variable a call reads, when it is a reader (or os.environ.get / os.getenv) with a literal name."""
-    func = call.func
+def read_name(node: ast.AST, readers: set[str]) -> str | None:
+    """The variable a node reads with a literal name: a call of a reader (or os.environ.get,
+    os.getenv), or os.environ["NAME"]."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.ctx, ast.Load)
+        and ast.unparse(node.value) == "os.environ"
+    ):
+        key = node.slice
+        return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+    if not isinstance(node, ast.Call):
+        return None
+    call, func = node, node.func
     is_reader = isinstance(func, ast.Name) and func.id in readers
     is_environ = isinstance(func, ast.Attribute) and (
         (func.attr == "get" and ast.unparse(func.value) == "os.environ")
@@ -189,9 +206,14 @@ def read_name(call: ast.Call, readers: set[str]) -> str | None:
     return None
 
 
-def show_default(call: ast.Call, source: str) -> str:
-    node = call.args[1] if len(call.args) > 1 else next(
-        (kw.value for kw in call.keywords if kw.arg == "default"), None)
+def show_default(call: ast.AST, source: str) -> str:
+    if not isinstance(call, ast.Call):
+        return "(required)"  # os.environ["NAME"]
+    node = (
+        call.args[1]
+        if len(call.args) > 1
+        else next((kw.value for kw in call.keywords if kw.arg == "default"), None)
+    )
     if node is None:
         return "(empty)"
     if isinstance(node, ast.Constant):
@@ -199,9 +221,12 @@ def show_default(call: ast.Call, source: str) -> str:
         if isinstance(value, bool):
             return f"`{str(value).lower()}`"
         return "(empty)" if value == "" else f"`{value}`"
-    if all(isinstance(n, (ast.Constant, ast.BinOp, ast.operator, ast.UnaryOp, ast.unaryop))
-           for n in ast.walk(node)):
-        return f"`{eval(compile(ast.Expression(node), '<default>', 'eval'), {'__builtins__': {}})}`"  # noqa: S307
+    if all(
+        isinstance(n, (ast.Constant, ast.BinOp, ast.operator, ast.UnaryOp, ast.unaryop))
+        for n in ast.walk(node)
+    ):
+        value = eval(compile(ast.Expression(node), "<default>", "eval"), {"__builtins__": {}})  # noqa: S307
+        return f"`{value}`"
     return f"`{ast.get_source_segment(source, node)}`"
 
 
@@ -214,8 +239,11 @@ def comment_for(statement: ast.stmt, module: Module) -> str:
     if lines and HEADER.match("# " + lines[0]):
         lines = []  # a section header, not a description
     if not lines:
-        lines = [module.comments[n] for n in range(statement.lineno, statement.end_lineno + 1)
-                 if n in module.comments and n in module.code_lines]
+        lines = [
+            module.comments[n]
+            for n in range(statement.lineno, statement.end_lineno + 1)
+            if n in module.comments and n in module.code_lines
+        ]
     return " ".join(" ".join(lines).split())
 
 
@@ -246,14 +274,19 @@ def collect() -> list[Setting]:
         tree, module = read_module(path)
         for statement in tree.body:
             for node in ast.walk(statement):
-                if not isinstance(node, ast.Call) or not (name := read_name(node, readers)):
+                if not (name := read_name(node, readers)):
                     continue
                 if path == settings_path:
                     section = headers.get(statement.lineno, "Core")
                 else:
                     section = included.get(path.stem) or f"`config/{path.name}`"
-                setting = Setting(name, show_default(node, source), comment_for(statement, module),
-                                  f"config/{path.name}", section)
+                setting = Setting(
+                    name,
+                    show_default(node, source),
+                    comment_for(statement, module),
+                    f"config/{path.name}",
+                    section,
+                )
                 known = found.get(name)
                 # The first read with a default (and a comment) describes the variable.
                 if known is None or (known.default == "(empty)" and setting.default != "(empty)"):
@@ -274,7 +307,9 @@ def who_sets(name: str, production: set[str], up_names: set[str]) -> str:
 def render(settings: list[Setting]) -> str:
     deploy = DEPLOY.read_text(encoding="utf-8") if DEPLOY.exists() else ""
     production = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", deploy, re.MULTILINE))
-    up_names = set(re.findall(r'"([A-Z][A-Z0-9_]+)"', UP.read_text(encoding="utf-8"))) if UP.exists() else set()
+    up_names = (
+        set(re.findall(r'"([A-Z][A-Z0-9_]+)"', UP.read_text(encoding="utf-8"))) if UP.exists() else set()
+    )
     out = [
         "# Settings",
         "",
@@ -291,7 +326,12 @@ def render(settings: list[Setting]) -> str:
     for setting in settings:
         sections.setdefault(setting.section, []).append(setting)
     for section, rows in sections.items():
-        out += [f"## {section}", "", "| variable | default | what it does | who sets it |", "| --- | --- | --- | --- |"]
+        out += [
+            f"## {section}",
+            "",
+            "| variable | default | what it does | who sets it |",
+            "| --- | --- | --- | --- |",
+        ]
         for s in rows:
             what = (s.comment or NOTES.get(s.name) or "—").replace("|", "\\|")
             default = s.default.replace("|", "\\|")
@@ -307,13 +347,17 @@ def main() -> int:
     settings = collect()
     stale = sorted(set(NOTES) - {s.name for s in settings})
     if stale:
-        print(f"NOTES for variables config/ no longer reads (delete them): {', '.join(stale)}", file=sys.stderr)
+        print(
+            f"NOTES for variables config/ no longer reads (delete them): {', '.join(stale)}", file=sys.stderr
+        )
     text = render(settings)
     if args.check:
         current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
         if current != text:
-            print(f"{PAGE.relative_to(ROOT)} is out of date: run .venv/bin/python docs/settings_reference.py",
-                  file=sys.stderr)
+            print(
+                f"{PAGE.relative_to(ROOT)} is out of date: run .venv/bin/python docs/settings_reference.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     PAGE.write_text(text, encoding="utf-8")

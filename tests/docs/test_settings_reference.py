@@ -13,13 +13,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "settings.md"
 READ = re.compile(r"""\b(?:env_\w+|os\.environ\.get|os\.getenv)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
-SUBSCRIPT = re.compile(r"""\bos\.environ\[\s*["']([A-Z][A-Z0-9_]*)["']\s*\]""")
+SUBSCRIPT = re.compile(
+    r"""\bos\.environ\[\s*["']([A-Z][A-Z0-9_]*)["']\s*\](?!\s*=[^=])"""
+)  # read, not assigned
 ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]*)` \|", re.MULTILINE)
 REGENERATE = "run .venv/bin/python docs/settings_reference.py"
 
 
 def generator():
-    spec = importlib.util.spec_from_file_location("settings_reference", ROOT / "docs" / "settings_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "settings_reference", ROOT / "docs" / "settings_reference.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -21,8 +21,11 @@ HEADING = re.compile(r"^ {0,3}(#{1,6})\s+\S")
 
 def outline(path: Path) -> list[int]:
     """The level of each heading, in page order (headings inside code are not headings)."""
-    return [len(m.group(1)) for _, line in prose_lines(path.read_text(encoding="utf-8"))
-            if (m := HEADING.match(line))]
+    return [
+        len(m.group(1))
+        for _, line in prose_lines(path.read_text(encoding="utf-8"))
+        if (m := HEADING.match(line))
+    ]
 
 
 def fenced_blocks(path: Path) -> list[str]:
