@@ -23,6 +23,7 @@ from config.env import (
     env_str,
 )
 from config.languages import LANGUAGES
+from config.observability import logging_config, sentry_init, tracing_init
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -297,22 +298,17 @@ USE_I18N = True
 USE_TZ = True
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "config": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "reports": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "deadletters": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "console": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "api": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-    },
-}
+# LOG_FORMAT=json: one JSON object a line with the task, attempt, kind, letter and fingerprint ids;
+# SENTRY_DSN: errors to Sentry; OTEL_EXPORTER_OTLP_ENDPOINT: traces (config/observability.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
+LOGGING = logging_config(level=LOG_LEVEL, json_lines=LOG_FORMAT == "json")
+SENTRY_DSN = env_str("SENTRY_DSN")
 
 # --- Alerts: DingTalk and the other channels (config/settings_alerts.py) -----
 from config.settings_alerts import *  # noqa: E402,F403
+
+sentry_init(SENTRY_DSN, release=RELEASE_NAME)  # noqa: F405 - config.settings_alerts
+tracing_init()
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
