@@ -254,6 +254,14 @@ HTTP_EXPORT_MAX_BYTES = env_int("HTTP_EXPORT_MAX_BYTES", 10 * 1024 * 1024, minim
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
+# Days kept before the housekeeper (and `manage.py prune_data`) deletes, as "what=days,...": done and
+# cancelled tasks with their attempts and report files (tasks), sent alert messages (alerts), audit
+# entries (audit); 0 keeps that kind forever.
+RETENTION_DAYS = {"tasks": 30, "alerts": 90, "audit": 400} | env_kind_map("RETENTION_DAYS", minimum=0)
+if not set(RETENTION_DAYS) <= {"tasks", "alerts", "audit"}:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"RETENTION_DAYS names only tasks, alerts and audit, got {sorted(RETENTION_DAYS)}")
 # Replay, archive and discard (one letter, a bulk, the API) refuse to act without a reason.
 DEADLETTER_REQUIRE_REASON = env_bool("DEADLETTER_REQUIRE_REASON", False)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
