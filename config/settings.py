@@ -23,6 +23,7 @@ from config.env import (
     env_str,
 )
 from config.languages import LANGUAGES
+from config.observability import logging_config, sentry_init, tracing_init
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -253,6 +254,14 @@ HTTP_EXPORT_MAX_BYTES = env_int("HTTP_EXPORT_MAX_BYTES", 10 * 1024 * 1024, minim
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
+# Days kept before the housekeeper (and `manage.py prune_data`) deletes, as "what=days,...": done and
+# cancelled tasks with their attempts and report files (tasks), sent alert messages (alerts), audit
+# entries (audit); 0 keeps that kind forever.
+RETENTION_DAYS = {"tasks": 30, "alerts": 90, "audit": 400} | env_kind_map("RETENTION_DAYS", minimum=0)
+if not set(RETENTION_DAYS) <= {"tasks", "alerts", "audit"}:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"RETENTION_DAYS names only tasks, alerts and audit, got {sorted(RETENTION_DAYS)}")
 # Replay, archive and discard (one letter, a bulk, the API) refuse to act without a reason.
 DEADLETTER_REQUIRE_REASON = env_bool("DEADLETTER_REQUIRE_REASON", False)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -297,22 +306,17 @@ USE_I18N = True
 USE_TZ = True
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "config": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "reports": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "deadletters": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "console": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "api": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-    },
-}
+# LOG_FORMAT=json: one JSON object a line with the task, attempt, kind, letter and fingerprint ids;
+# SENTRY_DSN: errors to Sentry; OTEL_EXPORTER_OTLP_ENDPOINT: traces (config/observability.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
+LOGGING = logging_config(level=LOG_LEVEL, json_lines=LOG_FORMAT == "json")
+SENTRY_DSN = env_str("SENTRY_DSN")
 
 # --- Alerts: DingTalk and the other channels (config/settings_alerts.py) -----
 from config.settings_alerts import *  # noqa: E402,F403
+
+sentry_init(SENTRY_DSN, release=RELEASE_NAME)  # noqa: F405 - config.settings_alerts
+tracing_init()
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -164,6 +165,19 @@ def remove_output(name: str) -> None:
 def remove_attempt_output(public_id: str, attempt: int) -> None:
     """Everything one attempt stored. Best effort."""
     _remove_tree(attempt_prefix(public_id, attempt))
+
+
+def remove_tasks_output(public_ids: list[str]) -> None:
+    """Every file and directory these tasks' attempts stored (retention). Best effort. On the
+    file system the tasks' folder is found once, not per task (a path check cost 40 us a task)."""
+    storage = output_storage()
+    if not isinstance(storage, FileSystemStorage):
+        for public_id in public_ids:
+            _remove_tree(f"{REPORTS_PREFIX}/{public_id}")
+        return
+    root = Path(storage.path(REPORTS_PREFIX))
+    for public_id in public_ids:
+        shutil.rmtree(root / str(uuid.UUID(public_id)), ignore_errors=True)  # a UUID: no path tricks
 
 
 def remove_other_attempts_output(public_id: str, *, keep: int) -> None:
