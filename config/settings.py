@@ -306,10 +306,11 @@ USE_I18N = True
 USE_TZ = True
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-# LOG_FORMAT=json: one JSON object a line with the task, attempt, kind, letter and fingerprint ids;
-# SENTRY_DSN: errors to Sentry; OTEL_EXPORTER_OTLP_ENDPOINT: traces (config/observability.py).
+# plain, or json: one JSON object a line with the task, attempt, kind, letter and fingerprint ids.
 LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
 LOGGING = logging_config(level=LOG_LEVEL, json_lines=LOG_FORMAT == "json")
+# Sends errors (a failing attempt: one event with its ids) to Sentry; traces follow OpenTelemetry's
+# own OTEL_EXPORTER_OTLP_ENDPOINT (config/observability.py).
 SENTRY_DSN = env_str("SENTRY_DSN")
 
 # --- Alerts: DingTalk and the other channels (config/settings_alerts.py) -----
