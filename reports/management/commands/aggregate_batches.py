@@ -10,7 +10,7 @@ class Command(BaseCommand):
         "One aggregator pass: mark batches completed when none of their tasks is pending, retrying "
         "or running (one DingTalk summary, through the alert outbox, when a finished batch has dead "
         "letters), and wake tasks waiting for a concurrency slot freed by an expired lease. "
-        "`reap_tasks --loop` runs this after every reaper pass; safe to run on several machines."
+        "`manage.py housekeeper` runs both all the time; safe to run on several machines."
     )
 
     def handle(self, *args, verbosity, **options):

@@ -1,14 +1,16 @@
-"""Recovery: what crashed workers and lost Redis jobs leave behind.
+"""The reaper: what crashed workers and lost Redis jobs leave behind, as two housekeeper duties.
 
-Three scans, all idempotent and safe from several processes at once (the conditional UPDATEs
-decide; a Redis lock only spares duplicate enqueues when several reapers wake together):
+Both are idempotent and safe from several processes at once (the conditional UPDATEs decide; a
+Redis lock only spares duplicate enqueues when several housekeepers wake together):
 - running attempts whose lease lapsed: their worker stopped renewing it (the whole worker died,
   or lost the database), so the attempt counts as `abandoned` and the normal retry/dead policy
   applies; its files go, and so does its concurrency slot. (A work-horse that dies while its
   worker lives is recorded by the worker at once; it never waits for the reaper.)
-- retrying tasks whose retry is due: promoted and enqueued (as every worker of ours does too);
 - pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
   restarted, failed over, or popped by a worker that died before registering it): enqueued again.
+
+`reap_tasks` is one pass of both, with the due retries first: `manage.py reap_tasks` (cron) and
+the tests.
 """
 
 import logging
@@ -33,6 +35,8 @@ from transport.queues import job_ids_waiting, job_states
 
 logger = logging.getLogger("reports.services")
 
+LOCK_KEY = "reports:reaper-lock"
+
 
 @dataclass
 class ReapReport:
@@ -43,27 +47,20 @@ class ReapReport:
 
 
 def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> ReapReport:
-    """Recover what crashed workers and lost Redis jobs left behind. Idempotent; safe in parallel."""
-    report = ReapReport()
-    lock = None
-    if use_lock:
-        lock = redis_connection().lock("reports:reaper-lock", timeout=120, blocking=False)
-        if not lock.acquire():
-            report.skipped_locked = True
-            return report
-    try:
-        # Promoted before the recovery: an attempt taken back is retried from the next pass (or
-        # by a live worker), so a pass never both recovers and resends the same task.
-        report.promoted = promote_due_retries(now=now, limit=batch_size)
-        report.abandoned = _recover_expired_leases(now or timezone.now(), batch_size)
-        report.reenqueued = _reenqueue_lost_jobs(now or timezone.now(), batch_size)
-    finally:
-        if lock is not None and lock.owned():
-            lock.release()
+    """One pass: due retries promoted, lapsed leases taken back, lost jobs enqueued again."""
+    # Promoted before the recovery: an attempt taken back is retried from the next pass, so a
+    # pass never both recovers and resends the same task.
+    report = ReapReport(promoted=promote_due_retries(now=now, limit=batch_size))
+    report.abandoned = take_back_lapsed_leases(now=now, batch_size=batch_size)
+    reenqueued = reenqueue_lost_jobs(now=now, batch_size=batch_size, use_lock=use_lock)
+    report.skipped_locked = reenqueued is None
+    report.reenqueued = reenqueued or 0
     return report
 
 
-def _recover_expired_leases(now: datetime, batch_size: int) -> int:
+def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 500) -> int:
+    """Count every running attempt whose lease lapsed as abandoned; how many this call took back."""
+    now = now or timezone.now()
     expired = list(
         ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now)
         .order_by("lease_expires_at")
@@ -89,6 +86,19 @@ def _recover_expired_leases(now: datetime, batch_size: int) -> int:
         except RedisError as exc:  # the slot's own lease frees it later
             logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
     return recovered
+
+
+def reenqueue_lost_jobs(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> int | None:
+    """Enqueue again every overdue pending/retrying task whose RQ job is gone; how many, or None
+    when another housekeeper holds the scan's lock (it is doing the same right now)."""
+    lock = redis_connection().lock(LOCK_KEY, timeout=120, blocking=False) if use_lock else None
+    if lock is not None and not lock.acquire():
+        return None
+    try:
+        return _reenqueue_lost_jobs(now or timezone.now(), batch_size)
+    finally:
+        if lock is not None and lock.owned():
+            lock.release()
 
 
 def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) -> int:
