@@ -16,10 +16,10 @@ def announce_quiet_causes() -> int:
     return announce_resolved_causes() + announce_ended_snoozes()
 
 
-def send_due_alerts() -> list:
+def send_due_alerts() -> str:
     """The backstop of the sender kicked on commit (deadletters/alerts/outbox.py): a lost kick, a
-    resend whose backoff ran out, a robot whose pause ended."""
-    return [send_pending_alerts(), *send_channel_alerts()]
+    resend whose backoff ran out, a robot whose pause ended. Says what each channel did."""
+    return "; ".join(report.summary() for report in [send_pending_alerts(), *send_channel_alerts()])
 
 
 DUTIES = (

@@ -35,7 +35,6 @@ class Housekeeper:
         self.duties = every_duty() if duties is None else duties
         self.due_at = {duty.name: 0.0 for duty in self.duties}  # time.monotonic(); 0: at once
         self.failures = {duty.name: 0 for duty in self.duties}
-        self.down: list[str] = []  # the dependencies that do not answer, while on hold
         self.turned_at = time.monotonic()
         self.stopping = threading.Event()
 
@@ -50,6 +49,17 @@ class Housekeeper:
             duty = min(self.duties, key=lambda one: self.due_at[one.name])
             if not self.stopping.wait(max(0.0, self.due_at[duty.name] - time.monotonic())):
                 self.run_duty(duty)
+
+    def run_once(self) -> list[tuple[Duty, object]]:
+        """Every duty once, in order (cron): what each returned, or the exception it raised."""
+        done = []
+        for duty in self.duties:
+            try:
+                done.append((duty, duty.run()))
+            except Exception as error:  # noqa: BLE001 - the others still run
+                logger.error("duty %r failed", duty.name, exc_info=error)
+                done.append((duty, error))
+        return done
 
     def run_duty(self, duty: Duty) -> None:
         self.turned_at = time.monotonic()
@@ -79,21 +89,19 @@ class Housekeeper:
         self.due_at[duty.name] = time.monotonic() + wait
 
     def _ride_out(self, down: list[str], duty: Duty, error: Exception) -> None:
-        started = time.monotonic()
-        self.down = down
+        started, gone = time.monotonic(), " and ".join(down)
         logger.error(
             "%s unreachable (%s in duty %r): every duty on hold until it answers, asked again with backoff",
-            " and ".join(down), f"{type(error).__name__}: {str(error)[:200]}", duty.name,
+            gone, f"{type(error).__name__}: {str(error)[:200]}", duty.name,
         )
         tries = 0
-        while self.down and not self.stopping.is_set():
+        while down and not self.stopping.is_set():
             tries += 1
             self.stopping.wait(backoff_delay(tries, OUTAGE_STEPS))
             self.turned_at = time.monotonic()
-            self.down = dependencies_down()
-        if not self.down:
-            logger.warning("%s reachable again after %.1f s: carrying on", " and ".join(down),
-                           time.monotonic() - started)
+            down = dependencies_down()
+        if not down:
+            logger.warning("%s reachable again after %.1f s: carrying on", gone, time.monotonic() - started)
 
     def probe_answer(self, path: str) -> tuple[int, dict]:
         """/healthz: the loop turns (not stuck in a duty); /readyz: the database and Redis answer

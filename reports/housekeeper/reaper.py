@@ -9,8 +9,8 @@ Redis lock only spares duplicate enqueues when several housekeepers wake togethe
 - pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
   restarted, failed over, or popped by a worker that died before registering it): enqueued again.
 
-`reap_tasks` is one pass of both, with the due retries first: `manage.py reap_tasks` (cron) and
-the tests.
+`reap_tasks` is one pass of both, the due retries first, where a caller wants the three at once
+(the recovery tests).
 """
 
 import logging

@@ -35,6 +35,6 @@ class Command(BaseCommand):
                 % {"n": count}
             )
         announce_quiet_causes()
-        for report in send_due_alerts():
-            if verbosity >= 1:
-                self.stdout.write(report.summary())
+        sent = send_due_alerts()
+        if verbosity >= 1:
+            self.stdout.write(sent)

@@ -130,7 +130,7 @@ def test_the_one_pass_command_for_cron_starts_due_runs(db, django_capture_on_com
     wait_until(lambda: timezone.now() > bulk.start_at, timeout=5, message="the start time to pass")
 
     with django_capture_on_commit_callbacks(execute=True):
-        call_command("run_scheduled_replays", verbosity=0)
+        call_command("housekeeper", "--once", verbosity=0)
 
     assert BulkAction.objects.get(pk=bulk.pk).status == BulkActionStatus.PENDING
 
