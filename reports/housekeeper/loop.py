@@ -1,12 +1,17 @@
-"""The housekeeper's loop: each duty of reports/housekeeper/duties.py runs when it is due, one at
-a time, until SIGTERM or Ctrl-C (a duty running then finishes first).
+"""The housekeeper's loop: each duty of reports/housekeeper/duties.py in a thread of its own (as
+each Oban plugin is a process of its own), run, then again after its interval, until SIGTERM or
+Ctrl-C (a duty running then finishes first). A slow duty (the alert sender waiting on a robot's
+answer, a long scan for lost jobs) holds up no other: a scheduled run still starts on time.
 
 An outage of the database or Redis stops no housekeeper. When a duty fails and a dependency does
-not answer, the loop says so once, puts every duty on hold and asks again (config.health's probe,
-waiting as config.backoff says between tries) until both answer; then it says so and carries on,
-the duty that failed first. Its readiness probe answers 503 meanwhile. A duty that fails while
-both answer (a bug, a lock timeout) is logged with its traceback once per streak and tried again
-with backoff; the other duties go on.
+not answer, the first to notice says so once, puts every duty on hold and asks again
+(config.health's probe, waiting as config.backoff says between tries) until both answer; then it
+says so and every duty carries on, those that failed at once. Its readiness probe answers 503
+meanwhile. A duty that fails while both answer (a bug, a lock timeout) is logged with its
+traceback once per streak and tried again with backoff; the others go on.
+
+Each duty's thread holds its own database connection (closed after each run unless
+DB_CONN_MAX_AGE keeps it).
 """
 
 import json
@@ -27,28 +32,41 @@ logger = logging.getLogger("reports.housekeeper")
 
 OUTAGE_STEPS = doubling(0.5, 5.0)  # between two asks while a dependency is down
 FAILURE_STEPS = doubling(1.0, 60.0)  # before a failing duty runs again
-STUCK_AFTER_SECONDS = 300  # liveness: the loop has not turned for this long
+STUCK_AFTER_SECONDS = 300  # liveness: a duty has been in one run for this long
 
 
 class Housekeeper:
     def __init__(self, duties: list[Duty] | None = None):
         self.duties = every_duty() if duties is None else duties
-        self.due_at = {duty.name: 0.0 for duty in self.duties}  # time.monotonic(); 0: at once
-        self.failures = {duty.name: 0 for duty in self.duties}
-        self.turned_at = time.monotonic()
         self.stopping = threading.Event()
+        self.answering = threading.Event()  # cleared while an outage is ridden out: every duty holds
+        self.answering.set()
+        self.outage = threading.Lock()  # one thread rides an outage out, the others wait for it
+        self.outages = 0  # ridden out so far: a duty that failed before the last one ended runs again
+        self.running: dict[str, float] = {}  # duty name -> when its current run started
 
     def run(self) -> None:
         """Until SIGTERM or SIGINT."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.stopping.set())
-        logger.info(
-            "housekeeper started: %s", ", ".join(f"{duty.name} every {duty.interval:g} s" for duty in self.duties)
-        )
+        every = ", ".join(f"{duty.name} every {duty.interval:g} s" for duty in self.duties)
+        logger.info("housekeeper started: %s", every)
+        threads = [threading.Thread(target=self.keep, args=(duty,), name=duty.name) for duty in self.duties]
+        for thread in threads:
+            thread.start()
+        while not self.stopping.wait(1):
+            pass
+        for thread in threads:
+            thread.join()
+
+    def keep(self, duty: Duty) -> None:
+        """One duty's own loop."""
+        failures = 0
         while not self.stopping.is_set():
-            duty = min(self.duties, key=lambda one: self.due_at[one.name])
-            if not self.stopping.wait(max(0.0, self.due_at[duty.name] - time.monotonic())):
-                self.run_duty(duty)
+            if self.answering.wait(0.5):
+                wait, failures = self.run_duty(duty, failures)
+                self.stopping.wait(wait)
+        connections.close_all()
 
     def run_once(self) -> list[tuple[Duty, object]]:
         """Every duty once, in order (cron): what each returned, or the exception it raised."""
@@ -61,32 +79,41 @@ class Housekeeper:
                 done.append((duty, error))
         return done
 
-    def run_duty(self, duty: Duty) -> None:
-        self.turned_at = time.monotonic()
+    def run_duty(self, duty: Duty, failures: int) -> tuple[float, int]:
+        """Run it once: (seconds until its next run, its failures in a row)."""
+        outages, self.running[duty.name] = self.outages, time.monotonic()
         try:
             with retries_at_most(0):  # a Redis outage is ridden out below, not inside the duty
                 duty.run()
         except Exception as error:  # noqa: BLE001 - whatever a duty raises, the others go on
-            self._failed(duty, error)
-        else:
-            if self.failures[duty.name]:
-                logger.warning("duty %r works again after %d failed runs", duty.name, self.failures[duty.name])
-            self.failures[duty.name] = 0
-            self.due_at[duty.name] = time.monotonic() + duty.interval
-        finally:
-            close_old_connections()
+            del self.running[duty.name]
+            connections.close_all()  # a broken connection must not serve the next run
+            if self._ridden_out(duty, error, outages):
+                return 0.0, failures
+            if not failures:
+                logger.error("duty %r failed; it runs again with backoff", duty.name, exc_info=error)
+            return max(duty.interval, backoff_delay(failures + 1, FAILURE_STEPS)), failures + 1
+        del self.running[duty.name]
+        close_old_connections()
+        if failures:
+            logger.warning("duty %r works again after %d failed runs", duty.name, failures)
+        return duty.interval, 0
 
-    def _failed(self, duty: Duty, error: Exception) -> None:
-        connections.close_all()  # a broken connection must not serve the next duty
-        down = dependencies_down()
-        if down and not self.stopping.is_set():
-            self._ride_out(down, duty, error)
-            return  # the failed duty is due at once: it runs first when the loop carries on
-        self.failures[duty.name] += 1
-        if self.failures[duty.name] == 1:
-            logger.error("duty %r failed; it runs again with backoff", duty.name, exc_info=error)
-        wait = max(duty.interval, backoff_delay(self.failures[duty.name], FAILURE_STEPS))
-        self.due_at[duty.name] = time.monotonic() + wait
+    def _ridden_out(self, duty: Duty, error: Exception, outages: int) -> bool:
+        """Whether the failure was an outage, now over (ridden out by this thread or another)."""
+        with self.outage:
+            if self.outages != outages:  # one began (and ended) while this duty ran
+                return True
+            down = dependencies_down()
+            if not down or self.stopping.is_set():
+                return False
+            self.answering.clear()
+            try:
+                self._ride_out(down, duty, error)
+            finally:
+                self.outages += 1
+                self.answering.set()
+            return True
 
     def _ride_out(self, down: list[str], duty: Duty, error: Exception) -> None:
         started, gone = time.monotonic(), " and ".join(down)
@@ -98,17 +125,17 @@ class Housekeeper:
         while down and not self.stopping.is_set():
             tries += 1
             self.stopping.wait(backoff_delay(tries, OUTAGE_STEPS))
-            self.turned_at = time.monotonic()
             down = dependencies_down()
         if not down:
             logger.warning("%s reachable again after %.1f s: carrying on", gone, time.monotonic() - started)
 
     def probe_answer(self, path: str) -> tuple[int, dict]:
-        """/healthz: the loop turns (not stuck in a duty); /readyz: the database and Redis answer
-        now, so the duties run (asked at each probe, as the web's /readyz does)."""
+        """/healthz: no duty stuck in one run; /readyz: the database and Redis answer now, so the
+        duties run (asked at each probe, as the web's /readyz does)."""
         if path == "/healthz":
-            stuck = time.monotonic() - self.turned_at > STUCK_AFTER_SECONDS
-            return (503, {"status": "stuck"}) if stuck else (200, {"status": "ok"})
+            now = time.monotonic()
+            stuck = [name for name, since in list(self.running.items()) if now - since > STUCK_AFTER_SECONDS]
+            return (503, {"status": "stuck", "duties": stuck}) if stuck else (200, {"status": "ok"})
         if path == "/readyz":
             down = dependencies_down()
             connections.close_all()  # this thread's own; the next probe comes in another thread

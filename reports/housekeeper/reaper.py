@@ -72,7 +72,9 @@ def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 50
             f"lease expired at {lease_expires_at:%Y-%m-%d %H:%M:%S} UTC: the worker stopped renewing it "
             "(killed, out of memory, restarted, or cut off from the database) before finishing"
         )
-        failure = FailureInfo(error_type=error_type_name(error), message=str(error), traceback="", retriable=True)
+        failure = FailureInfo(
+            error_type=error_type_name(error), message=str(error), traceback="", retriable=True
+        )
         outcome = record_attempt_failure(
             task_id=task_id, attempt=attempt, failure=failure, outcome=AttemptOutcome.ABANDONED
         )
@@ -88,7 +90,9 @@ def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 50
     return recovered
 
 
-def reenqueue_lost_jobs(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> int | None:
+def reenqueue_lost_jobs(
+    *, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True
+) -> int | None:
     """Enqueue again every overdue pending/retrying task whose RQ job is gone; how many, or None
     when another housekeeper holds the scan's lock (it is doing the same right now)."""
     lock = redis_connection().lock(LOCK_KEY, timeout=120, blocking=False) if use_lock else None
@@ -109,7 +113,8 @@ def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) 
     paused = PausedKind.objects.values("kind")
     overdue = (
         ReportTask.objects.filter(
-            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff) | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
+            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff)
+            | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
         )
         .exclude(kind__in=paused)
         .order_by("pk")
@@ -119,7 +124,8 @@ def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) 
     last_pk = 0
     for _ in range(max_chunks):
         chunk = list(
-            overdue.filter(pk__gt=last_pk).values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
+            overdue.filter(pk__gt=last_pk)
+            .values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
         )
         if not chunk:
             break
@@ -147,5 +153,7 @@ def _reenqueue_chunk(chunk, waiting: dict[str, set[str]]) -> int:
                 continue
         enqueue_attempt(task_id=pk, attempt=attempt + 1, priority=priority, timeout=timeout)
         reenqueued += 1
-        logger.warning("re-enqueued task %s attempt %s (RQ job state: %s)", pk, attempt + 1, state or "missing")
+        logger.warning(
+            "re-enqueued task %s attempt %s (RQ job state: %s)", pk, attempt + 1, state or "missing"
+        )
     return reenqueued

@@ -28,8 +28,8 @@ class PrivatePostgres:
 
     def start(self) -> "PrivatePostgres":
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(self.pg_ctl, "-D", str(self.root / "data"), "-o", options, "-l", str(self.root / "log"), "-w",
-                  "start")
+        data, log = str(self.root / "data"), str(self.root / "log")
+        self._run(self.pg_ctl, "-D", data, "-o", options, "-l", log, "-w", "start")
         return self
 
     def stop(self) -> None:
@@ -37,6 +37,6 @@ class PrivatePostgres:
         self._run(self.pg_ctl, "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
 
     def remove(self) -> None:
-        subprocess.run([*self.as_owner, self.pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run([*self.as_owner, self.pg_ctl, "-D", str(self.root / "data"), "-m", "immediate",
+                        "stop"], capture_output=True, timeout=60)
         shutil.rmtree(self.root, ignore_errors=True)

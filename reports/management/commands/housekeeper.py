@@ -22,7 +22,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="run each duty once, say what it did, and exit")
+        parser.add_argument(
+            "--once", action="store_true", help="run each duty once, say what it did, and exit (cron)"
+        )
         parser.add_argument(
             "--probes",
             metavar="HOST:PORT",

@@ -69,6 +69,23 @@ def test_a_failing_duty_is_logged_once_per_streak_and_backs_off_while_the_others
     assert any("duty 'broken' works again after 2 failed runs" in r.getMessage() for r in caplog.records)
 
 
+def test_a_slow_duty_holds_up_no_other():
+    """The alert sender waiting on a slow robot must not make a scheduled run late."""
+    runs = {"slow": 0, "quick": 0}
+    release = threading.Event()
+
+    def slow():
+        runs["slow"] += 1
+        release.wait(10)
+
+    def quick():
+        runs["quick"] += 1
+
+    housekeeper = Housekeeper([Duty("slow", 0.05, slow), Duty("quick", 0.05, quick)])
+    run_for(housekeeper, 2, meanwhile=[(1.9, release.set)])
+    assert runs["quick"] > 20, runs  # every 0.05 s while the slow one waited 1.9 s in its first run
+
+
 def test_an_outage_is_said_once_holds_every_duty_and_the_loop_carries_on_when_it_answers(settings, caplog):
     real_redis = settings.REDIS_URL
     runs = {"needs redis": 0, "other": 0}
@@ -92,8 +109,8 @@ def test_an_outage_is_said_once_holds_every_duty_and_the_loop_carries_on_when_it
     housekeeper = Housekeeper([Duty("needs redis", 0.05, needs_redis), Duty("other", 0.05, other)])
     with caplog.at_level(logging.INFO, logger="reports.housekeeper"):
         # Asked again 0.5, 1, 2 s after it went (config.backoff): back by the third ask.
-        run_for(housekeeper, 6, meanwhile=[(0.5, redis_goes), (1, lambda: held.setdefault("at", runs["other"])),
-                                           (2.5, redis_comes_back)])
+        note_held = (1, lambda: held.setdefault("at", runs["other"]))
+        run_for(housekeeper, 6, meanwhile=[(0.5, redis_goes), note_held, (2.5, redis_comes_back)])
 
     said = [r.getMessage() for r in caplog.records]
     assert len([m for m in said if "unreachable" in m]) == 1, said
