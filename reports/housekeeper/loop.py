@@ -61,9 +61,12 @@ class Housekeeper:
 
     def keep(self, duty: Duty) -> None:
         """One duty's own loop."""
-        failures = 0
+        failures, seen = 0, self.outages
         while not self.stopping.is_set():
             if self.answering.wait(0.5):
+                if seen != self.outages:  # a connection kept from before an outage may be dead
+                    connections.close_all()
+                    seen = self.outages
                 wait, failures = self.run_duty(duty, failures)
                 self.stopping.wait(wait)
         connections.close_all()
