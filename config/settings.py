@@ -233,7 +233,8 @@ REPORT_PARAMS_MAX_BYTES = env_int("REPORT_PARAMS_MAX_BYTES", 64 * 1024, minimum=
 # How long a pending/retrying task may sit past its due time with no RQ job
 # before the reaper enqueues it again.
 REPORT_REENQUEUE_AFTER = env_int("REPORT_REENQUEUE_AFTER", 30, minimum=0)
-# A pass is a few indexed queries; a worker killed whole is recovered within the lease + this.
+# The housekeeper's reaper duties (lapsed leases, lost jobs) run every this many seconds: a few
+# indexed queries each; a worker killed whole is noticed within REPORT_LEASE_SECONDS + this.
 REAPER_INTERVAL = env_int("REAPER_INTERVAL", 5, minimum=1)
 RQ_RESULT_TTL = env_int("RQ_RESULT_TTL", 600, minimum=0)
 RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
@@ -354,16 +355,15 @@ BULK_SELECTION_MAX = env_int("BULK_SELECTION_MAX", 1000, minimum=1)
 # One job runs a bulk for at most this long, then re-enqueues itself to carry on.
 BULK_ACTION_SLICE_SECONDS = env_int("BULK_ACTION_SLICE_SECONDS", 60, minimum=1)
 BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
-# `manage.py resume_bulk_actions` re-enqueues a pending/running bulk silent for this long.
+# The housekeeper re-enqueues a pending/running bulk silent for this long.
 BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
 # Canary replays: the share of the first replays that must succeed by default, the most a canary
-# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead,
-# promoted by `manage.py run_scheduled_replays --loop` polling every REPLAY_PLANNER_INTERVAL seconds.
+# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead
+# (the housekeeper starts them within a second of their time).
 BULK_CANARY_SUCCESS = env_float("BULK_CANARY_SUCCESS", 0.8, minimum=0)
 BULK_CANARY_MAX = env_int("BULK_CANARY_MAX", 1000, minimum=1)
 BULK_CANARY_WAIT_SECONDS = env_int("BULK_CANARY_WAIT_SECONDS", 900, minimum=1)
 BULK_SCHEDULE_MAX_DAYS = env_int("BULK_SCHEDULE_MAX_DAYS", 30, minimum=1)
-REPLAY_PLANNER_INTERVAL = env_float("REPLAY_PLANNER_INTERVAL", 0.5, minimum=0.05)
 CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
 # GET /metrics: addresses (or networks) that may scrape without a token; the open-letter causes
 # shown by name (the rest add up as "other"); the window of the attempt histograms.

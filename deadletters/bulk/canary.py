@@ -7,9 +7,9 @@ then carries on with the rest at its rate by itself, or stops for good ("canary_
 
 The runner makes the k replays and moves the run to `canary` with a deadline
 (BULK_CANARY_WAIT_SECONDS); no worker waits. The verdict is given by whoever calls
-decide_canaries: the planner (`manage.py run_scheduled_replays --loop`, twice a second) and every
-reaper pass. It is given as soon as it is certain: passed once enough are done, failed once too
-few can still succeed (the rest died again, or were cancelled) or the deadline has passed. Each
+decide_canaries: the housekeeper (its `canary verdicts` duty, twice a second). It is given as
+soon as it is certain: passed once enough are done, failed once too few can still succeed (the
+rest died again, or were cancelled) or the deadline has passed. Each
 verdict is one conditional UPDATE from `canary`, audited; the counts and the causes of the deaths
 are frozen in canary_result, so the run's page and status keep saying why.
 

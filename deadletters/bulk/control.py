@@ -201,7 +201,7 @@ def enqueue_bulk_job(bulk_id: int) -> str:
 
 
 def enqueue_after_commit(bulk_id: int) -> None:
-    # robust: if Redis is down at commit, `manage.py resume_bulk_actions` enqueues it later.
+    # robust: if Redis is down at commit, the housekeeper (stalled bulk actions) enqueues it later.
     transaction.on_commit(lambda: enqueue_bulk_job(bulk_id), robust=True)
 
 

@@ -4,7 +4,7 @@ It walks the selection in id order with a keyset cursor (`last_processed_id`): o
 transaction per batch that applies the action to the whole batch as a set (deadletters.bulk.apply:
 a handful of statements, one pipelined enqueue after commit) and advances the cursor with a
 compare-and-set. A runner that dies mid-way loses at most its uncommitted batch; resuming (or
-`manage.py resume_bulk_actions`) enqueues a new job that carries on after the cursor. Duplicate
+the housekeeper's stalled-bulk duty) enqueues a new job that carries on after the cursor. Duplicate
 deliveries are harmless: the cursor CAS lets only one runner's batch count, and a Redis lock keeps
 a second runner waiting. A run works in time slices (BULK_ACTION_SLICE_SECONDS) and re-enqueues
 itself, so one big bulk never holds a worker (or a job timeout) for hours.

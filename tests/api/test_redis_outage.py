@@ -9,9 +9,9 @@ from django.test import RequestFactory
 
 from config.embedded_redis import free_port
 from config.unavailable import RedisUnavailableMiddleware
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services.enqueue import job_id_for
-from reports.worker.reaper import reap_tasks
 from transport.queues import job_ids_waiting, job_states
 
 

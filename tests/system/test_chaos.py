@@ -26,9 +26,9 @@ from redis.exceptions import RedisError
 
 from deadletters.alerts.sender import send_pending_alerts
 from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter, DeadLetterStatus
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import children_of, wait_until
 from transport.connection import _redis
 

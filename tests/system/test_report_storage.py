@@ -8,9 +8,9 @@ import signal
 import pytest
 from django.core.files.storage import storages
 
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import (
     freeze_between_heartbeats,
     has_exited,

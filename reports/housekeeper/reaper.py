@@ -1,14 +1,16 @@
-"""Recovery: what crashed workers and lost Redis jobs leave behind.
+"""The reaper: what crashed workers and lost Redis jobs leave behind, as two housekeeper duties.
 
-Three scans, all idempotent and safe from several processes at once (the conditional UPDATEs
-decide; a Redis lock only spares duplicate enqueues when several reapers wake together):
+Both are idempotent and safe from several processes at once (the conditional UPDATEs decide; a
+Redis lock only spares duplicate enqueues when several housekeepers wake together):
 - running attempts whose lease lapsed: their worker stopped renewing it (the whole worker died,
   or lost the database), so the attempt counts as `abandoned` and the normal retry/dead policy
   applies; its files go, and so does its concurrency slot. (A work-horse that dies while its
   worker lives is recorded by the worker at once; it never waits for the reaper.)
-- retrying tasks whose retry is due: promoted and enqueued (as every worker of ours does too);
 - pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
   restarted, failed over, or popped by a worker that died before registering it): enqueued again.
+
+`reap_tasks` is one pass of both, the due retries first, where a caller wants the three at once
+(the recovery tests).
 """
 
 import logging
@@ -33,6 +35,8 @@ from transport.queues import job_ids_waiting, job_states
 
 logger = logging.getLogger("reports.services")
 
+LOCK_KEY = "reports:reaper-lock"
+
 
 @dataclass
 class ReapReport:
@@ -43,27 +47,20 @@ class ReapReport:
 
 
 def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> ReapReport:
-    """Recover what crashed workers and lost Redis jobs left behind. Idempotent; safe in parallel."""
-    report = ReapReport()
-    lock = None
-    if use_lock:
-        lock = redis_connection().lock("reports:reaper-lock", timeout=120, blocking=False)
-        if not lock.acquire():
-            report.skipped_locked = True
-            return report
-    try:
-        # Promoted before the recovery: an attempt taken back is retried from the next pass (or
-        # by a live worker), so a pass never both recovers and resends the same task.
-        report.promoted = promote_due_retries(now=now, limit=batch_size)
-        report.abandoned = _recover_expired_leases(now or timezone.now(), batch_size)
-        report.reenqueued = _reenqueue_lost_jobs(now or timezone.now(), batch_size)
-    finally:
-        if lock is not None and lock.owned():
-            lock.release()
+    """One pass: due retries promoted, lapsed leases taken back, lost jobs enqueued again."""
+    # Promoted before the recovery: an attempt taken back is retried from the next pass, so a
+    # pass never both recovers and resends the same task.
+    report = ReapReport(promoted=promote_due_retries(now=now, limit=batch_size))
+    report.abandoned = take_back_lapsed_leases(now=now, batch_size=batch_size)
+    reenqueued = reenqueue_lost_jobs(now=now, batch_size=batch_size, use_lock=use_lock)
+    report.skipped_locked = reenqueued is None
+    report.reenqueued = reenqueued or 0
     return report
 
 
-def _recover_expired_leases(now: datetime, batch_size: int) -> int:
+def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 500) -> int:
+    """Count every running attempt whose lease lapsed as abandoned; how many this call took back."""
+    now = now or timezone.now()
     expired = list(
         ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now)
         .order_by("lease_expires_at")
@@ -75,7 +72,9 @@ def _recover_expired_leases(now: datetime, batch_size: int) -> int:
             f"lease expired at {lease_expires_at:%Y-%m-%d %H:%M:%S} UTC: the worker stopped renewing it "
             "(killed, out of memory, restarted, or cut off from the database) before finishing"
         )
-        failure = FailureInfo(error_type=error_type_name(error), message=str(error), traceback="", retriable=True)
+        failure = FailureInfo(
+            error_type=error_type_name(error), message=str(error), traceback="", retriable=True
+        )
         outcome = record_attempt_failure(
             task_id=task_id, attempt=attempt, failure=failure, outcome=AttemptOutcome.ABANDONED
         )
@@ -91,6 +90,21 @@ def _recover_expired_leases(now: datetime, batch_size: int) -> int:
     return recovered
 
 
+def reenqueue_lost_jobs(
+    *, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True
+) -> int | None:
+    """Enqueue again every overdue pending/retrying task whose RQ job is gone; how many, or None
+    when another housekeeper holds the scan's lock (it is doing the same right now)."""
+    lock = redis_connection().lock(LOCK_KEY, timeout=120, blocking=False) if use_lock else None
+    if lock is not None and not lock.acquire():
+        return None
+    try:
+        return _reenqueue_lost_jobs(now or timezone.now(), batch_size)
+    finally:
+        if lock is not None and lock.owned():
+            lock.release()
+
+
 def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) -> int:
     """Walk every overdue pending/retrying task in id order, a chunk at a time, so a long
     legitimate backlog cannot hide a lost task behind it."""
@@ -99,7 +113,8 @@ def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) 
     paused = PausedKind.objects.values("kind")
     overdue = (
         ReportTask.objects.filter(
-            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff) | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
+            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff)
+            | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
         )
         .exclude(kind__in=paused)
         .order_by("pk")
@@ -109,7 +124,8 @@ def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) 
     last_pk = 0
     for _ in range(max_chunks):
         chunk = list(
-            overdue.filter(pk__gt=last_pk).values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
+            overdue.filter(pk__gt=last_pk)
+            .values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
         )
         if not chunk:
             break
@@ -137,5 +153,7 @@ def _reenqueue_chunk(chunk, waiting: dict[str, set[str]]) -> int:
                 continue
         enqueue_attempt(task_id=pk, attempt=attempt + 1, priority=priority, timeout=timeout)
         reenqueued += 1
-        logger.warning("re-enqueued task %s attempt %s (RQ job state: %s)", pk, attempt + 1, state or "missing")
+        logger.warning(
+            "re-enqueued task %s attempt %s (RQ job state: %s)", pk, attempt + 1, state or "missing"
+        )
     return reenqueued
