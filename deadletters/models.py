@@ -286,6 +286,12 @@ class BulkActionKind(models.TextChoices):
     RESTORE = "restore"
 
 
+def permission_for(action: str) -> str:
+    """The permission a dead-letter action needs wherever it is named (console or API, one letter
+    or a bulk run): replay, or archive (archive, discard and restore)."""
+    return "deadletters.replay_deadletter" if action == BulkActionKind.REPLAY else "deadletters.archive_deadletter"
+
+
 class BulkActionStatus(models.TextChoices):
     SCHEDULED = "scheduled"  # waits for start_at (deadletters.bulk.schedule)
     PENDING = "pending"
