@@ -36,7 +36,7 @@ class HttpExport(ReportKind):
             max_length=2000,
             description=gettext_noop(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
-                "pattern lists them), public addresses unless the allowlist names the address (others: "
+                "pattern lists them to a token or a console session), public addresses unless the allowlist names the address (others: "
                 "422). Left out: the default source the operators configured (HTTP_EXPORT_URL), read "
                 "when the report runs"
             ),
@@ -54,8 +54,10 @@ class HttpExport(ReportKind):
             ),
         ),
     )
-    def params_schema(self) -> dict:
+    def params_schema(self, *, public: bool = False) -> dict:
         schema = super().params_schema()
+        if public and "pattern" in schema["properties"]["url"]:  # the allowlist names internal hosts
+            schema["properties"]["url"]["pattern"] = f"^https?://[-.:\\[\\]0-9A-Za-z]+{_URL_REST}$"
         if not settings.HTTP_EXPORT_URL:
             schema["required"] = ["url"]  # no default source to fall back on
         return schema
