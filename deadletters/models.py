@@ -324,7 +324,7 @@ class BulkAction(models.Model):
     selected_ids = models.JSONField(null=True, blank=True)
     actor = models.CharField(max_length=150, blank=True)
     ip_address = models.GenericIPAddressField(null=True, blank=True)
-    source = models.CharField(max_length=20, default="console")  # where it was started: its letters' audit says so
+    source = models.CharField(max_length=20, default="console")  # where it started (its letters' audit)
     reason = models.TextField(blank=True)
     total = models.PositiveIntegerField(default=0)
     processed = models.PositiveIntegerField(default=0)

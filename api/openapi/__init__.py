@@ -54,7 +54,9 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
         "paths": {**task_paths(), **group_paths(), **control_paths(), **operator_paths(), **bulk_paths(), **batch_paths(), **alert_paths()},
-        "components": _with(components(public=public), {**control_components(), **group_components(), **bulk_components()}),
+        "components": _with(
+            components(public=public), {**control_components(), **group_components(), **bulk_components()}
+        ),
     }
 
 

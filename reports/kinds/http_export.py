@@ -36,7 +36,8 @@ class HttpExport(ReportKind):
             max_length=2000,
             description=gettext_noop(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
-                "pattern lists them to a token or a console session), public addresses unless the allowlist names the address (others: "
+                "pattern lists them to a token or a console session), public addresses unless the "
+                "allowlist names the address (others: "
                 "422). Left out: the default source the operators configured (HTTP_EXPORT_URL), read "
                 "when the report runs"
             ),

@@ -1,6 +1,7 @@
 """With DEBUG on, the error page shows settings, the request's META (the environment, under
 runserver) and the frames' locals: none of them may show a password, token or webhook."""
 
+import json
 import sys
 
 import pytest
@@ -13,7 +14,7 @@ WEBHOOK = "https://oapi.dingtalk.com/robot/send?access_token=robot-token-4f1c9e"
 DATABASE_URL = "postgres://reports:db-pass-8d2a@db.internal:5432/reports"
 REDIS_URL = "redis://:redis-pass-77e1@redis.internal:6379/0"
 # A channel's secret may be a path segment of its URL, which no URL rule can tell from a name.
-ALERT_CHANNELS = '[{"name": "ops", "type": "slack", "url": "https://hooks.slack.com/services/T0/B0/chan-9c9c1d"}]'
+ALERT_CHANNELS = json.dumps([{"name": "ops", "type": "slack", "url": "https://hooks.example/s/chan-9c9c1d"}])
 SECRETS = ("robot-token-4f1c9e", "db-pass-8d2a", "redis-pass-77e1", "export-pass-5b5b", "chan-9c9c1d")
 
 
@@ -41,7 +42,8 @@ def _error_page(request) -> str:
 @pytest.mark.parametrize("accept", ["text/html", "text/plain"])
 def test_debug_page_masks_urls_webhook_and_environment(production_like, accept):
     environment = {
-        "DATABASE_URL": DATABASE_URL, "REDIS_URL": REDIS_URL, "DINGTALK_WEBHOOK": WEBHOOK, "ALERT_CHANNELS": ALERT_CHANNELS
+        "DATABASE_URL": DATABASE_URL, "REDIS_URL": REDIS_URL, "DINGTALK_WEBHOOK": WEBHOOK,
+        "ALERT_CHANNELS": ALERT_CHANNELS,
     }
     request = RequestFactory().get("/console/", HTTP_ACCEPT=accept, **environment)
     page = _error_page(request)

@@ -79,7 +79,10 @@ def test_no_console_page_shows_template_source(client):
     assert len(leaks) == len(pages) + 2
 
 
-BIDI_CONTROLS = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
+BIDI_CONTROLS = {  # the marks, embeddings, overrides and isolates
+    "\u061c", "\u200e", "\u200f",
+    *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)),
+}
 
 
 def test_no_console_page_lets_a_client_batch_name_reorder_what_it_shows(client):
@@ -87,7 +90,9 @@ def test_no_console_page_lets_a_client_batch_name_reorder_what_it_shows(client):
     it around on the operator's screen. The console shows such characters as their escapes."""
     letters = seed_realistic()
     replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="op")
+    BulkAction.objects.create(
+        action="archive", status="completed", total=2, processed=2, succeeded=2, actor="op"
+    )
     batch = ReportBatch.objects.get()
     ReportBatch.objects.filter(pk=batch.pk).update(name="invoice\u202egpj.exe\u2066x\u2069\u200f")
     user = get_user_model().objects.create_user("op", "op@example.invalid", "pw-op-12345", is_staff=True)

@@ -251,7 +251,8 @@ def test_the_default_source_from_the_environment_is_not_printed(up):
     """HTTP_EXPORT_URL may carry the source's credentials (a password, a key in its path or query):
     `up` says it is set, not what it is."""
     secrets = ("export-pass-5b5b", "k3y-77aa", "q-key-99")
-    site = up(HTTP_EXPORT_URL=f"https://exporter:{secrets[0]}@data.internal/v1/{secrets[1]}/orders.json?apikey={secrets[2]}")
+    url = f"https://exporter:{secrets[0]}@data.internal/v1/{secrets[1]}/orders.json?apikey={secrets[2]}"
+    site = up(HTTP_EXPORT_URL=url)
     output = site.output()
     assert "HTTP_EXPORT_URL=(set; not shown" in output
     assert not [secret for secret in secrets if secret in output]
