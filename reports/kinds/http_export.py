@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils.translation import gettext, gettext_noop
 
 import reports.kinds.outbound as outbound
-from reports.errors import InvalidParams
+from reports.errors import InvalidParams, PermanentError
 from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
 from reports.kinds.json_records import JsonText, collect_columns, decode_text, find_records
 
@@ -114,7 +114,14 @@ class HttpExport(ReportKind):
         doc = JsonText(decode_text(body))
         del body
         records = find_records(doc, params["records_path"])
-        columns = collect_columns(doc.records(records))
+        columns, count = collect_columns(doc.records(records))
+        # Records with keys of their own make rows x columns mostly empty cells (a 357 KB answer once
+        # wrote 125 MB): a table holds at most one cell per byte the answer may have.
+        if count * len(columns) > settings.HTTP_EXPORT_MAX_BYTES:
+            raise PermanentError(
+                f"the records make a table of {count} rows x {len(columns)} columns, more than "
+                f"{settings.HTTP_EXPORT_MAX_BYTES} cells (HTTP_EXPORT_MAX_BYTES): too many different keys"
+            )
         rows = ([_cell(item.get(column, "")) for column in columns] for item in doc.records(records))
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
 
