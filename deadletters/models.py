@@ -286,6 +286,12 @@ class BulkActionKind(models.TextChoices):
     RESTORE = "restore"
 
 
+def permission_for(action: str) -> str:
+    """The permission a dead-letter action needs wherever it is named (console or API, one letter
+    or a bulk run): replay, or archive (archive, discard and restore)."""
+    return "deadletters.replay_deadletter" if action == BulkActionKind.REPLAY else "deadletters.archive_deadletter"
+
+
 class BulkActionStatus(models.TextChoices):
     SCHEDULED = "scheduled"  # waits for start_at (deadletters.bulk.schedule)
     PENDING = "pending"
@@ -318,6 +324,7 @@ class BulkAction(models.Model):
     selected_ids = models.JSONField(null=True, blank=True)
     actor = models.CharField(max_length=150, blank=True)
     ip_address = models.GenericIPAddressField(null=True, blank=True)
+    source = models.CharField(max_length=20, default="console")  # where it started (its letters' audit)
     reason = models.TextField(blank=True)
     total = models.PositiveIntegerField(default=0)
     processed = models.PositiveIntegerField(default=0)

@@ -115,7 +115,10 @@ def store_output(local_path, public_id: str, attempt: int) -> str:
     storage = output_storage()
     name = f"{attempt_prefix(public_id, attempt)}/{local_path.name}"
     if isinstance(storage, FileSystemStorage):
-        return storage.save(name, _ScratchFile(local_path))
+        try:
+            return storage.save(name, _ScratchFile(local_path))
+        except OSError as exc:  # its message becomes the attempt's error: dead letters, alerts, the API
+            raise type(exc)(str(exc).replace(storage.location, "MEDIA_ROOT")) from None
     with local_path.open("rb") as handle:
         return storage.save(name, File(handle))
 
@@ -200,6 +203,10 @@ def _remove_tree(prefix: str) -> None:
     try:
         if isinstance(storage, FileSystemStorage):
             shutil.rmtree(storage.path(prefix), ignore_errors=True)
+            try:  # the task's directory too when no other attempt's is left in it
+                os.rmdir(os.path.dirname(storage.path(prefix)))
+            except OSError:
+                pass
             return
         dirs, files = storage.listdir(prefix)
         for name in files:

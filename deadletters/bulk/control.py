@@ -151,6 +151,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
             selected_ids=list(selection.ids) if selection.scope == SCOPE_SELECTED else None,
             actor=actor[:150],
             ip_address=ip_address,
+            source=source,
             reason=reason[:REASON_MAX],
             total=total,
             rate_per_second=plan["rate"],

@@ -251,6 +251,17 @@ def test_addr_sets_the_alert_links_and_the_demo_source_to_that_address(up, fake_
     assert "127.0.0.1:8000" not in cards
 
 
+def test_the_default_source_from_the_environment_is_not_printed(up):
+    """HTTP_EXPORT_URL may carry the source's credentials (a password, a key in its path or query):
+    `up` says it is set, not what it is."""
+    secrets = ("export-pass-5b5b", "k3y-77aa", "q-key-99")
+    url = f"https://exporter:{secrets[0]}@data.internal/v1/{secrets[1]}/orders.json?apikey={secrets[2]}"
+    site = up(HTTP_EXPORT_URL=url)
+    output = site.output()
+    assert "HTTP_EXPORT_URL=(set; not shown" in output
+    assert not [secret for secret in secrets if secret in output]
+
+
 def test_explicit_environment_values_win_over_the_derived_addresses():
     environ = {"CONSOLE_BASE_URL": "https://console.example.com", "HTTP_EXPORT_URL": " "}
     derived = derived_addresses("0.0.0.0:8811", environ, demo_setup=True)

@@ -98,7 +98,10 @@ class Command(BaseCommand):
             for name in ("CONSOLE_BASE_URL", "HTTP_EXPORT_URL", "HTTP_EXPORT_ALLOWED_HOSTS"):
                 if name in env or name in derived:
                     origin = "from --addr" if name in derived else "from the environment"
-                    self.stdout.write(f"{name}={env.get(name, '')}  ({origin})")
+                    value = env.get(name, "")
+                    if name == "HTTP_EXPORT_URL" and name not in derived and value.strip():
+                        value = "(set; not shown: it may hold the source's credentials)"
+                    self.stdout.write(f"{name}={value}  ({origin})")
             self.stdout.write(self.style.SUCCESS(self.console_line(host_port, password)))
             exit_code = Supervisor(
                 children,
