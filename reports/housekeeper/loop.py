@@ -6,25 +6,24 @@ answer, a long scan for lost jobs) holds up no other: a scheduled run still star
 An outage of the database or Redis stops no housekeeper. When a duty fails and a dependency does
 not answer, the first to notice says so once, puts every duty on hold and asks again
 (config.health's probe, waiting as config.backoff says between tries) until both answer; then it
-says so and every duty carries on, those that failed at once. Its readiness probe answers 503
-meanwhile. A duty that fails while both answer (a bug, a lock timeout) is logged with its
+says so and every duty carries on, those that failed at once. Its readiness probe
+(`report-probe ready`, config/probe.py) fails meanwhile while its liveness holds. A duty that fails while both answer (a bug, a lock timeout) is logged with its
 traceback once per streak and tried again with backoff; the others go on.
 
 Each duty's thread holds its own database connection (closed after each run unless
 DB_CONN_MAX_AGE keeps it).
 """
 
-import json
 import logging
 import signal
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.db import close_old_connections, connections
 
 from config.backoff import backoff_delay, doubling
 from config.health import dependencies_down
+from config.probe import beat
 from config.redis_client import retries_at_most
 from reports.housekeeper.duties import Duty, every_duty
 
@@ -54,10 +53,18 @@ class Housekeeper:
         threads = [threading.Thread(target=self.keep, args=(duty,), name=duty.name) for duty in self.duties]
         for thread in threads:
             thread.start()
+        self.beat()
         while not self.stopping.wait(1):
-            pass
+            self.beat()
         for thread in threads:
             thread.join()
+
+    def beat(self) -> None:
+        """The probes' beat (config/probe.py): live while no duty is stuck in one run, ready while
+        no outage is being ridden out."""
+        now = time.monotonic()
+        if all(now - since <= STUCK_AFTER_SECONDS for since in list(self.running.values())):
+            beat(ready=self.answering.is_set())
 
     def keep(self, duty: Duty) -> None:
         """One duty's own loop."""
@@ -131,37 +138,3 @@ class Housekeeper:
             down = dependencies_down()
         if not down:
             logger.warning("%s reachable again after %.1f s: carrying on", gone, time.monotonic() - started)
-
-    def probe_answer(self, path: str) -> tuple[int, dict]:
-        """/healthz: no duty stuck in one run; /readyz: the database and Redis answer now, so the
-        duties run (asked at each probe, as the web's /readyz does)."""
-        if path == "/healthz":
-            now = time.monotonic()
-            stuck = [name for name, since in list(self.running.items()) if now - since > STUCK_AFTER_SECONDS]
-            return (503, {"status": "stuck", "duties": stuck}) if stuck else (200, {"status": "ok"})
-        if path == "/readyz":
-            down = dependencies_down()
-            connections.close_all()  # this thread's own; the next probe comes in another thread
-            return (503, {"status": "unavailable", "down": down}) if down else (200, {"status": "ready"})
-        return 404, {"status": "not found"}
-
-
-def serve_probes(housekeeper: Housekeeper, host: str, port: int) -> ThreadingHTTPServer:
-    """/healthz and /readyz of the housekeeper on host:port, answered from a thread of their own."""
-
-    class Probe(BaseHTTPRequestHandler):
-        def do_GET(self):
-            status, body = housekeeper.probe_answer(self.path)
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):  # a probe every few seconds is not news
-            pass
-
-    server = ThreadingHTTPServer((host, port), Probe)
-    threading.Thread(target=server.serve_forever, daemon=True, name="probes").start()
-    return server

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
-from reports.housekeeper.loop import Housekeeper, serve_probes
+from reports.housekeeper.loop import Housekeeper
 
 
 def said(result: object) -> str:
@@ -18,20 +18,16 @@ class Command(BaseCommand):
         "batches, start scheduled and canary runs, resume stalled bulk actions, announce resolved and "
         "snoozed causes, send alerts as a backstop. An outage of the database or Redis puts the duties "
         "on hold until both answer again; the process never exits for it. Safe to run on several "
-        "machines at once. --once runs each duty once (cron)."
+        "machines at once. --once runs each duty once (cron). With PROBE_FILE set, "
+        "`report-probe live|ready` answers for it."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
             "--once", action="store_true", help="run each duty once, say what it did, and exit (cron)"
         )
-        parser.add_argument(
-            "--probes",
-            metavar="HOST:PORT",
-            help="serve /healthz (the loop turns) and /readyz (the database and Redis answer) there",
-        )
 
-    def handle(self, *args, once, probes, verbosity, **options):
+    def handle(self, *args, once, verbosity, **options):
         housekeeper = Housekeeper()
         if once:
             done = housekeeper.run_once()
@@ -42,9 +38,4 @@ class Command(BaseCommand):
             if failed:
                 raise CommandError(_("failed: %(duties)s") % {"duties": ", ".join(failed)})
             return
-        if probes:
-            host, _sep, port = probes.rpartition(":")
-            if not port.isdigit():
-                raise CommandError(_("--probes takes HOST:PORT, not %(value)r") % {"value": probes})
-            serve_probes(housekeeper, host.strip("[]") or "127.0.0.1", int(port))
         housekeeper.run()

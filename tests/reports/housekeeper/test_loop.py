@@ -1,20 +1,20 @@
 """The housekeeper's loop in process: every duty from one list, a failing duty logged once per
 streak while the others go on, an outage ridden out (said once, every duty on hold, carried on when
-the dependency answers), and the probes. tests/system/test_housekeeper.py stops real servers."""
+the dependency answers), and the probes' beat. tests/system/test_housekeeper.py stops real servers."""
 
 import io
 import json
 import logging
 import threading
-import urllib.error
-import urllib.request
+import time
 
 import pytest
 from django.core.management import call_command
 
+from config import probe
 from config.embedded_redis import free_port
 from reports.housekeeper.duties import Duty, every_duty
-from reports.housekeeper.loop import Housekeeper, serve_probes
+from reports.housekeeper.loop import STUCK_AFTER_SECONDS, Housekeeper
 from reports.housekeeper.reaper import LOCK_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,26 +120,21 @@ def test_an_outage_is_said_once_holds_every_duty_and_the_loop_carries_on_when_it
     assert runs["other"] > held["other"] + 10
 
 
-def test_the_probes_say_whether_the_duties_can_run(settings):
+def test_the_beat_says_live_and_ready_and_stops_while_a_duty_is_stuck(tmp_path, monkeypatch):
+    probe_file = tmp_path / "probe.json"
+    monkeypatch.setenv("PROBE_FILE", str(probe_file))
+    monkeypatch.setitem(probe._last, "at", 0.0)
     housekeeper = Housekeeper([])
-    port = free_port()
-    server = serve_probes(housekeeper, "127.0.0.1", port)
-
-    def get(path: str) -> tuple[int, dict]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-                return response.status, json.load(response)
-        except urllib.error.HTTPError as error:
-            return error.code, json.load(error)
-
-    try:
-        assert get("/healthz") == (200, {"status": "ok"})
-        assert get("/readyz") == (200, {"status": "ready"})
-        settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
-        assert get("/readyz") == (503, {"status": "unavailable", "down": ["redis"]})
-        assert get("/healthz") == (200, {"status": "ok"})  # alive: restarting it would not bring Redis back
-    finally:
-        server.shutdown()
+    housekeeper.beat()
+    assert json.loads(probe_file.read_text())["ready"] is True
+    housekeeper.answering.clear()  # an outage is being ridden out: not ready, still alive
+    housekeeper.beat()
+    assert json.loads(probe_file.read_text())["ready"] is False
+    probe_file.unlink()
+    housekeeper.running["lost jobs"] = time.monotonic() - STUCK_AFTER_SECONDS - 1
+    housekeeper.answering.set()
+    housekeeper.beat()
+    assert not probe_file.exists()  # no beat: its liveness fails and the orchestrator restarts it
 
 
 def test_once_runs_every_duty_a_single_time_for_cron_and_says_what_each_did(redis_conn):
