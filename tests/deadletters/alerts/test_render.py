@@ -7,12 +7,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.http import QueryDict
 from django.utils import translation
 
 from deadletters.alerts import render, wire
 from deadletters.alerts.channels import Channel
 from deadletters.alerts.text import neutral
+from deadletters.bulk.selection import build_selection, preview_bulk_action
 from deadletters.models import Alert, AlertCategory, OpenLetterCount
+from tests.factories import make_dead_letter
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -317,3 +320,21 @@ def test_a_digest_stays_within_what_dingtalk_accepts(robot, settings):
     assert len(text) <= wire.DINGTALK_TEXT_MAX
     if robot.keyword:
         assert text.endswith(robot.keyword)
+
+
+def test_the_cause_button_opens_a_preview_scoped_to_exactly_that_cause(settings):
+    settings.CONSOLE_BASE_URL = "https://console.example"
+    mine = [make_dead_letter(error_message="upstream refused") for _ in range(3)]
+    make_dead_letter(error_type="reports.errors.PermanentError", error_message="bad region")  # another cause
+    card = render.alert_card(alert(fingerprint=mine[0].fingerprint))
+    label, url = card["links"][-1]
+    assert label == "Replay the cause (3)…"
+    path, query = url.split("?", 1)
+    assert path == "https://console.example/console/bulk/preview/"
+    params = QueryDict(query)
+    assert params["action"] == "replay"  # what the preview would do; the page acts on a POST only
+    filters = QueryDict(mutable=True)
+    filters.update({k: v for k, v in params.items() if k != "action"})
+    selection = build_selection(action=params["action"], scope="filter", filter_qs=filters.urlencode())
+    preview = preview_bulk_action(selection=selection)
+    assert preview.count == 3 and {x.pk for x in preview.sample} == {x.pk for x in mine}
