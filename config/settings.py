@@ -302,7 +302,6 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 # A year: the switch's choice outlives the session; a signed-in operator's choice is also stored.
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE  # noqa: F405 - config.settings_auth
-TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 

@@ -8,7 +8,7 @@ class DeadLettersConfig(AppConfig):
     def ready(self) -> None:
         # A task's death reaches this layer as reports.signals.task_died, in the dying transaction.
         from deadletters import receivers  # noqa: F401
-        from deadletters.alerts.channels.config import configured_channels
+        from deadletters.alerts.channels import configured_channels
         from deadletters.alerts.outbox import SEND_ALERTS_JOB_FUNC
         from deadletters.bulk.control import BULK_JOB_FUNC
         from deadletters.housekeeping import DUTIES

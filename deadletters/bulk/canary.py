@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from deadletters.alerts.resolved import announce_bulk
 from deadletters.audit import record_audit
 from deadletters.bulk.control import enqueue_after_commit
 from deadletters.bulk.plans import needed_successes
@@ -151,6 +152,16 @@ def decide_canary(bulk: BulkAction, *, now: datetime | None = None) -> str | Non
         )
         if verdict == CanaryPhase.PASSED:
             enqueue_after_commit(bulk.pk)
+        else:
+            bulk.status = BulkActionStatus.CANARY_FAILED
+            announce_bulk(
+                bulk=bulk,
+                news="canary_failed",
+                replayed=counts.replayed,
+                done=counts.done,
+                died=counts.died_again,
+                needed=needed,
+            )
     log = logger.info if verdict == CanaryPhase.PASSED else logger.warning
     log("bulk %s: %s", bulk.public_id, result["reason"])
     return str(verdict)

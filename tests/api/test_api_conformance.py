@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from reports.kinds import KINDS
+from reports.models import TaskStatus
+from tests.factories import make_dead_letter, make_task
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 SEED = 20261123
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "40"))
@@ -25,6 +29,11 @@ def test_schemathesis_finds_no_failure_with_every_check(live_server, api_token, 
     # A spent submit budget is a 429 for valid requests: the budget has tests of its own
     # (test_api_submit_budget.py); here every valid request must be accepted.
     settings.API_SUBMIT_RATE = None
+    # Dead letters of every kind, for the links from the dead-letter page to a letter's actions (no
+    # worker runs here, so no task dies on its own): replays with any kind's params reach them.
+    for kind in KINDS:
+        for _ in range(5):
+            make_dead_letter(task=make_task(kind=kind, status=TaskStatus.DEAD, attempt=1, last_error="x"))
     report = tmp_path / "junit.xml"
     env = {k: v for k, v in os.environ.items() if k != "SCHEMATHESIS_HOOKS"}
     env.update(NO_COLOR="1")

@@ -34,6 +34,9 @@ ACCEPTED = {
     ("reports.0003_api_token_scopes_and_owners", "require-concurrent-index-creation"): "empty before any release",
     ("reports.0005_cockpit", "constraint-missing-not-valid"): "empty before any release",
     ("reports.0005_cockpit", "disallowed-unique-constraint"): "empty before any release",
+    # Dropping the two tables the one alert stack replaced: their rows moved in 0011; a DROP of a
+    # table nothing reads any more takes its lock for an instant.
+    ("deadletters.0012_drop_channel_tables", "ban-drop-table"): "replaced tables, rows moved in 0011",
 }
 
 SQL_OF_EVERY_MIGRATION = f"""

@@ -38,8 +38,7 @@ def test_every_periodic_duty_of_the_house_is_on_one_list_with_its_interval():
     assert len(duties) == len(every_duty())
     # The pipeline's own, and those deadletters registered at start-up (no import of it here).
     assert {"due retries", "lapsed leases", "lost jobs", "capped tasks", "batches"} <= set(duties)
-    assert {"scheduled runs", "canary verdicts", "stalled bulk actions", "resolved and snoozed causes",
-            "alerts"} <= set(duties)
+    assert {"scheduled runs", "canary verdicts", "stalled bulk actions", "alerts"} <= set(duties)
     assert duties["due retries"].interval <= 1 and duties["scheduled runs"].interval <= 1
     assert all(duty.interval > 0 for duty in duties.values())
 

@@ -1,26 +1,27 @@
-"""ALERT_CHANNELS: a JSON list of channels, each with its routing rules.
-
-    [{"name": "ops-feishu", "type": "feishu", "url": "https://open.feishu.cn/open-apis/bot/v2/hook/…",
-      "secret": "…", "events": ["new_cause", "digest", "resolved"], "kinds": ["sales_summary"]},
-     {"name": "oncall-mail", "type": "email", "to": ["oncall@example.com"]}]
+"""The alert channels: the DingTalk robot (DINGTALK_* settings, channel "dingtalk") and the JSON list
+in ALERT_CHANNELS (docs/operators.md), each with its routing rules:
+    [{"name": "ops-feishu", "type": "feishu", "url": "…", "secret": "…", "events": ["new_cause"]}]
 
 An event is what a message says: `death` (a dead letter), `new_cause` (the first death of a cause
-never seen before), `batch` (a batch finished with dead tasks), `resolved` (a cause went quiet),
-`test`. A digest carries deaths, so a channel takes digests when it takes deaths or new causes.
-`kinds` limits a channel to some report kinds (empty: all).
+never seen before), `batch` (a batch finished), `resolved` (a cause went quiet, and the other
+notices), `test`. A digest carries deaths, so a channel takes digests when it takes deaths or new
+causes. `kinds` limits a channel to some report kinds (empty: all).
 """
 
 import hashlib
 import json
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 EVENTS = frozenset({"death", "new_cause", "batch", "resolved", "test"})
+DINGTALK = "dingtalk"
 
-# Per type: the service's documented budget (per minute, per second) and whether it signs.
+# Per type: the service's documented budget (per minute, per second).
 TYPE_DEFAULTS = {
+    "dingtalk": {"rate_per_minute": 20, "rate_per_second": 0},
     "feishu": {"rate_per_minute": 100, "rate_per_second": 5},
     "wecom": {"rate_per_minute": 20, "rate_per_second": 0},
     "slack": {"rate_per_minute": 60, "rate_per_second": 1},
@@ -28,6 +29,10 @@ TYPE_DEFAULTS = {
     "email": {"rate_per_minute": 30, "rate_per_second": 0},
 }
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+# Path words of the services' documented hook URLs: not secret, and too common to scrub from text.
+_PUBLIC_PARTS = frozenset(
+    {"open-apis", "bot", "v2", "hook", "cgi-bin", "webhook", "send", "robot", "services"}
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class Channel:
     secret: str = field(default="", repr=False)
     keyword: str = ""
     to: tuple[str, ...] = ()
+    at_mobiles: tuple[str, ...] = ()
+    wrap_links: bool = False
     events: frozenset = EVENTS
     kinds: frozenset = frozenset()
     rate_per_minute: int = 20
@@ -47,24 +54,45 @@ class Channel:
 
     @property
     def key(self) -> str:
-        """Names the channel's Redis state: the name and a hash of where it sends, never the URL."""
-        digest = hashlib.sha256(f"{self.type}\n{self.url}\n{','.join(self.to)}".encode()).hexdigest()[:12]
-        return f"{self.name}:{digest}"
+        """Names the channel's Redis state: the name and a hash of where and how it sends (so a
+        fixed URL, secret or keyword ends a configuration pause), never the URL itself."""
+        raw = f"{self.type}\n{self.url}\n{self.secret}\n{self.keyword}\n{','.join(self.to)}"
+        return f"{self.name}:{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
 
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never reach a log line, a page or a stored error."""
+        """Values that must never reach a log line, a page or a stored error: the URL, the secret,
+        the URL's path and query, and every part of them that is not a documented public word
+        (a Slack path, a Feishu hook id, a WeCom key, an access_token), however short."""
         values = [self.url, self.secret]
         if self.url:
-            # The token part of a webhook URL (a Slack path, a Feishu hook id, a WeCom key).
-            values += [
-                part for part in self.url.replace("?", "/").replace("=", "/").split("/") if len(part) >= 16
-            ]
-        return tuple(v for v in values if v and len(v) >= 4)
+            parts = urlsplit(self.url)
+            values += [parts.path, parts.query, f"{parts.path}?{parts.query}"]
+            values += [p for p in parts.path.split("/") if p.lower() not in _PUBLIC_PARTS]
+            values += [v for _, v in parse_qsl(parts.query)]
+        return tuple(sorted({v for v in values if v and len(v) >= 3}, key=len, reverse=True))
 
     def takes(self, *, event: str, kind: str = "") -> bool:
         if event not in self.events:
             return False
         return not (self.kinds and kind and kind not in self.kinds)
+
+
+def dingtalk_channel() -> Channel | None:
+    """The robot of the DINGTALK_* settings as a channel, or None when DINGTALK_WEBHOOK is unset."""
+    if not settings.DINGTALK_WEBHOOK:
+        return None
+    return Channel(
+        name=DINGTALK,
+        type=DINGTALK,
+        url=settings.DINGTALK_WEBHOOK,
+        secret=settings.DINGTALK_SECRET,
+        keyword=settings.DINGTALK_KEYWORD,
+        at_mobiles=tuple(settings.DINGTALK_AT_MOBILES),
+        wrap_links=settings.DINGTALK_WRAP_LINKS,
+        rate_per_minute=settings.DINGTALK_RATE_PER_MINUTE,
+        timeout=settings.DINGTALK_TIMEOUT,
+        max_attempts=settings.DINGTALK_MAX_SEND_ATTEMPTS,
+    )
 
 
 def _parse_one(raw, seen: set[str]) -> Channel:
@@ -74,10 +102,11 @@ def _parse_one(raw, seen: set[str]) -> Channel:
     kind = str(raw.get("type", "")).strip().lower()
     if not name or not set(name) <= _NAME_CHARS or len(name) > 40:
         raise ValueError(f"channel name {name!r}: 1-40 of a-z, 0-9, - and _")
-    if name in seen or name == "dingtalk":
+    if name in seen or name == DINGTALK:
         raise ValueError(f"channel name {name!r} is taken")
-    if kind not in TYPE_DEFAULTS:
-        raise ValueError(f"channel {name}: type must be one of {', '.join(sorted(TYPE_DEFAULTS))}")
+    if kind not in TYPE_DEFAULTS or kind == DINGTALK:
+        types = ", ".join(sorted(set(TYPE_DEFAULTS) - {DINGTALK}))
+        raise ValueError(f"channel {name}: type must be one of {types} (DingTalk: DINGTALK_WEBHOOK)")
     events = frozenset(raw.get("events") or EVENTS)
     if "digest" in events:  # a digest is deaths, coalesced
         events = (events - {"digest"}) | {"death"}
@@ -129,11 +158,13 @@ _cache: dict = {}
 
 
 def configured_channels() -> tuple[Channel, ...]:
+    """Every channel that sends: the DingTalk robot first (when set), then ALERT_CHANNELS."""
     raw = settings.ALERT_CHANNELS
     key = json.dumps(raw, sort_keys=True) if not isinstance(raw, str) else raw
     if _cache.get("key") != key:
         _cache.update(key=key, channels=parse_channels(raw))
-    return _cache["channels"]
+    robot = dingtalk_channel()
+    return ((robot,) if robot else ()) + _cache["channels"]
 
 
 def channel_named(name: str) -> Channel | None:

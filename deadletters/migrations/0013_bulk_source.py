@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0010_bulk_canary_schedule'),
+        ('deadletters', '0012_drop_channel_tables'),
     ]
 
     operations = [

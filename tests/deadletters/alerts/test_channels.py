@@ -1,10 +1,11 @@
 """ALERT_CHANNELS parsing and routing: a mistake fails start-up with the channel's name, never
-with its URL or secret."""
+with its URL or secret; no part of a URL's secret, however short, survives in a text."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from deadletters.alerts.channels.config import parse_channels, routed_channels
+from deadletters.alerts.channels import Channel, parse_channels, routed_channels
+from deadletters.alerts.wire import scrub
 
 HOOK = "https://open.feishu.invalid/open-apis/bot/v2/hook/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 
@@ -38,6 +39,7 @@ def test_defaults_follow_each_services_documented_budget():
         ('[{"name": "Bad Name!", "type": "slack"}]', "channel name 'bad name!'"),
         ('[{"name": "dingtalk", "type": "slack", "url": "https://x.invalid"}]', "is taken"),
         ('[{"name": "a", "type": "pager"}]', "channel a: type must be one of"),
+        ('[{"name": "a", "type": "dingtalk", "url": "https://x.invalid"}]', "DINGTALK_WEBHOOK"),
         ('[{"name": "a", "type": "slack", "url": "ftp://x"}]', "must be an http(s) URL"),
         ('[{"name": "a", "type": "webhook", "url": "https://x.invalid"}]', 'needs a "secret"'),
         ('[{"name": "a", "type": "email"}]', 'needs "to"'),
@@ -61,3 +63,32 @@ def test_a_new_cause_goes_where_deaths_or_new_causes_go(settings):
     assert [c.name for c in routed_channels(event="death", new=True)] == ["all", "new-only"]
     assert [c.name for c in routed_channels(event="resolved")] == ["all", "new-only"]
     assert [c.name for c in routed_channels(event="batch")] == ["all", "batches"]
+
+
+def test_the_dingtalk_robot_is_the_first_channel(settings):
+    settings.DINGTALK_WEBHOOK = "https://oapi.dingtalk.invalid/robot/send?access_token=tok"
+    settings.ALERT_CHANNELS = [{"name": "m", "type": "email", "to": ["a@example.com"]}]
+    assert [c.name for c in routed_channels(event="death")] == ["dingtalk", "m"]
+    settings.DINGTALK_WEBHOOK = ""
+    assert [c.name for c in routed_channels(event="death")] == ["m"]
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("https://hooks.slack.invalid/services/T1/B2/s3cr3tXY", "s3cr3tXY"),
+        ("https://qyapi.invalid/cgi-bin/webhook/send?key=k3y-9", "k3y-9"),
+        ("https://open.feishu.invalid/open-apis/bot/v2/hook/ab12cd", "ab12cd"),
+        ("https://ops.invalid/hooks/Zq8", "Zq8"),
+    ],
+)
+def test_a_short_url_secret_never_survives_in_a_stored_error(url, secret):
+    channel = Channel("c", "slack", url=url)
+    path = url.split(".invalid", 1)[1]
+    for text in (
+        f"ConnectionError: HTTPSConnectionPool(host='x', port=443): Max retries exceeded with url: {path}",
+        f"POST {path} HTTP/1.1 404",
+        f"HTTP 404: no such hook {secret}",
+    ):
+        assert secret not in scrub(text, channel), text
+    assert "Max retries exceeded" in scrub(f"Max retries exceeded with url: {path}", channel)
