@@ -3,6 +3,7 @@
 - tasks: done and cancelled tasks, and the tasks of purged dead letters (dead, no letter left),
   finished longer ago than `tasks` days, with their attempts and their report files (local or in
   the bucket, empty directories included). A task any dead letter still points to stays.
+- alerts: alert rows and messages no longer waiting to be sent, older than `alerts` days.
 - audit: audit entries older than `audit` days (kept longest: they say who did what).
 
 Set-based and batched: each batch is one transaction over a range of ids (the audit entries of
@@ -22,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from deadletters.models import AuditEntry, DeadLetter
+from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, DeadLetter
 from reports.models import ReportTask, TaskAttempt, TaskStatus
 from reports.outputs import remove_tasks_output
 
@@ -34,7 +35,9 @@ BATCH_SIZE = 10_000
 @dataclass
 class PruneResult:
     dry_run: bool
-    deleted: dict[str, int] = field(default_factory=lambda: {"tasks": 0, "attempts": 0, "audit": 0})
+    deleted: dict[str, int] = field(
+        default_factory=lambda: {"tasks": 0, "attempts": 0, "alerts": 0, "alert messages": 0, "audit": 0}
+    )
 
     def add(self, what: str, count: int) -> None:
         self.deleted[what] += count
@@ -61,8 +64,17 @@ def data_prune(
     result = PruneResult(dry_run=dry_run)
     if days["tasks"]:
         _tasks_prune(now - timedelta(days=days["tasks"]), result, batch_size, progress)
+    if days["alerts"]:
+        cutoff = now - timedelta(days=days["alerts"])
+        done = [AlertStatus.SENT, AlertStatus.FAILED, AlertStatus.SKIPPED, AlertStatus.MUTED]
+        alerts = Alert.objects.filter(created_at__lt=cutoff, status__in=done)
+        _rows_prune("alerts", alerts, result, batch_size, progress)
+        unused = Exists(Alert.objects.filter(message=OuterRef("pk")))
+        messages = AlertMessage.objects.filter(created_at__lt=cutoff, status__in=done).exclude(unused)
+        _rows_prune("alert messages", messages, result, batch_size, progress)
     if days["audit"]:
-        _audit_prune(now - timedelta(days=days["audit"]), result, batch_size, progress)
+        audit = AuditEntry.objects.filter(created_at__lt=now - timedelta(days=days["audit"]))
+        _rows_prune("audit", audit, result, batch_size, progress)
     return result
 
 
@@ -100,15 +112,15 @@ def _delete_where(model, column: str, ids) -> int:
         return cursor.rowcount
 
 
-def _audit_prune(cutoff, result: PruneResult, batch_size: int, progress) -> None:
-    expired = AuditEntry.objects.filter(created_at__lt=cutoff)
+def _rows_prune(what: str, expired, result: PruneResult, batch_size: int, progress) -> None:
+    """Rows nothing else points to, deleted batch by batch (oldest ids first)."""
+    if result.dry_run:
+        result.add(what, expired.count())
+        return
     while True:
         ids = list(expired.order_by("id").values_list("id", flat=True)[:batch_size])
         if not ids:
             return
-        if result.dry_run:
-            result.add("audit", expired.count())
-            return
-        result.add("audit", _delete_where(AuditEntry, "id", AuditEntry.objects.filter(id__in=ids).values("id")))
+        result.add(what, _delete_where(expired.model, "id", expired.model.objects.filter(id__in=ids).values("id")))
         if progress:
-            progress("audit", result.deleted["audit"])
+            progress(what, result.deleted[what])
