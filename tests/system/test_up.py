@@ -31,6 +31,8 @@ INHERITED_SETTINGS = (
     "HTTP_EXPORT_URL",
     "HTTP_EXPORT_ALLOWED_HOSTS",
     "DINGTALK_WEBHOOK",
+    "TIME_ZONE",
+    "ALERT_LANGUAGE",
 )
 # `up` starts the replacement this soon (its backoff, 0.5 s, and its poll); the new worker then
 # needs as long as a Python process with Django needs to boot, which on a loaded machine is seconds
@@ -260,6 +262,8 @@ def test_the_default_source_from_the_environment_is_not_printed(up):
     output = site.output()
     assert "HTTP_EXPORT_URL=(set; not shown" in output
     assert not [secret for secret in secrets if secret in output]
+    # The team's time zone and alert language are said at start (Chinese alerts: Shanghai time).
+    assert "times shown in Asia/Shanghai, alerts in zh-hans" in output
 
 
 def test_explicit_environment_values_win_over_the_derived_addresses():

@@ -102,6 +102,8 @@ class Command(BaseCommand):
                     if name == "HTTP_EXPORT_URL" and name not in derived and value.strip():
                         value = "(set; not shown: it may hold the source's credentials)"
                     self.stdout.write(f"{name}={value}  ({origin})")
+            self.stdout.write(f"times shown in {settings.TIME_ZONE}, alerts in {settings.ALERT_LANGUAGE} "
+                              "(set TIME_ZONE and ALERT_LANGUAGE to change them)")
             self.stdout.write(self.style.SUCCESS(self.console_line(host_port, password)))
             exit_code = Supervisor(
                 children,
