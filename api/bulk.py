@@ -1,6 +1,7 @@
 """Bulk dead-letter actions through the API, as the console runs them (deadletters/bulk): start one
 over everything a filter matches (a dry run only counts), follow it, pause, resume, cancel it or
-change its rate. Token scope `operator`; sessions: the console's permission for the action."""
+change its rate. Token scope `operator`; sessions: the console's permissions, the bulk runs' view and
+the action's own."""
 
 import uuid
 from urllib.parse import urlencode
@@ -31,11 +32,11 @@ from deadletters.bulk.selection import (
 )
 from deadletters.bulk.watch import replay_outcome, replay_outcome_by_cause
 from deadletters.filters import FILTER_PARAMS
-from deadletters.models import BulkAction, BulkActionKind
+from deadletters.models import BulkAction, BulkActionKind, permission_for
 from reports.kinds import KINDS
 from reports.models import ApiScope
 
-BULK_PERMISSION = "deadletters.replay_deadletter"
+BULK_PERMISSION = "deadletters.view_bulkaction"  # and the action's own: _check_action
 START_FIELDS = {
     "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at"
 }
@@ -121,6 +122,13 @@ def _plan(data: dict, action: str) -> dict:
     }
 
 
+def _check_action(request, action: str) -> None:
+    """A session user needs the permission of the action itself (a token: its operator scope)."""
+    user, needed = request.api_client.user, permission_for(action)
+    if user is not None and not user.has_perm(needed):
+        raise ApiError(403, f"the console user lacks the permission {needed}")
+
+
 def _bulk_or_404(bulk_id: str) -> BulkAction:
     try:
         public_id = uuid.UUID(bulk_id)
@@ -138,6 +146,7 @@ def bulk_start(request):
     action = data.get("action")
     if action not in BulkActionKind.values:
         raise ApiError(422, f"must be one of {', '.join(BulkActionKind.values)}", "action")
+    _check_action(request, action)
     given = data.get("filter", {})
     if (
         not isinstance(given, dict)
@@ -194,6 +203,7 @@ def _control(change):
     @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=BULK_PERMISSION)
     def view(request, bulk_id):
         bulk = _bulk_or_404(bulk_id)
+        _check_action(request, bulk.action)
         data = read_json_object(
             request, allowed={"rate_per_second"} if change is change_bulk_rate else set(), required=False
         )

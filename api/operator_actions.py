@@ -16,6 +16,7 @@ from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.plans import parse_start_at
 from deadletters.bulk.schedule import schedule_letter_replay
 from deadletters.bulk.selection import BulkRequestConflict, InvalidBulkRequest
+from deadletters.models import permission_for
 from deadletters.services.kind_pauses import pause_kind, resume_kind
 from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
@@ -26,8 +27,6 @@ from reports.models import ApiScope
 from reports.services import TaskNotReplayable
 from reports.services.pausing import KindNotPaused
 
-ARCHIVE_PERMISSION = "deadletters.archive_deadletter"
-REPLAY_PERMISSION = "deadletters.replay_deadletter"
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
 KIND_PERMISSION = "deadletters.replay_deadletter"
 LETTER_ID_RE = re.compile(r"[0-9]{1,12}\Z")
@@ -53,7 +52,7 @@ def _who(request) -> dict:
 
 
 def _letter_action(action: str):
-    @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=ARCHIVE_PERMISSION)
+    @api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=permission_for(action))
     def view(request, letter_id: str):
         letter_id = _letter_id(letter_id)
         reason, _ = _reason(request)
@@ -78,7 +77,7 @@ dead_letter_discard = _letter_action("discard")
 dead_letter_restore = _letter_action("restore")
 
 
-@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=REPLAY_PERMISSION)
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=permission_for("replay"))
 def dead_letter_replay(request, letter_id: str):
     letter_id = _letter_id(letter_id)
     reason, data = _reason(request, allowed={"reason", "params", "start_at"})

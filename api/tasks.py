@@ -15,6 +15,7 @@ from reports.models import ApiScope, Priority, ReportTask, TaskStatus
 from reports.outputs import open_output, output_content_type, output_filename
 from reports.selectors import task_by_api_id
 from reports.services import IdempotencyConflict, TaskNotReplayable, submit_task, validate_submission
+from reports.services.controls import without_note
 
 SUBMIT_FIELDS = {"kind", "params", "priority", "idempotency_key"}
 REPLAY_FIELDS = {"reason"}
@@ -96,7 +97,7 @@ def task_status(request, task_id):
             "priority": task.priority,
             "attempt": task.attempt,
             "max_attempts": task.max_attempts,
-            "last_error": task.last_error or None,
+            "last_error": without_note(task.last_error) or None,
             "output_path": task.output_file if done else None,
             "download_url": download if done else None,
             "created_at": iso(task.created_at),

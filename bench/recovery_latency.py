@@ -1,12 +1,12 @@
 """Bench 4: recovery latency, with the DEFAULT lease settings (REPORT_JOB_TIMEOUT 300 s,
-REPORT_HEARTBEAT_SECONDS 3, REPORT_LEASE_SECONDS 12) and a real `manage.py reap_tasks --loop`
-at its default interval (REAPER_INTERVAL, 5 s), against 2 `manage.py rqworker` processes:
+REPORT_HEARTBEAT_SECONDS 3, REPORT_LEASE_SECONDS 12) and a real `manage.py housekeeper` with
+its default intervals (REAPER_INTERVAL, 5 s), against 2 `manage.py rqworker` processes:
 
 (a) SIGKILL at a random moment of a running attempt (a probe sleeping 3 s), of
       horse    the work-horse only (the OOM killer's usual victim): its worker records it
-      worker   the worker's whole process group (worker, scheduler, horse): the reaper, once the
-               heartbeat lapsed, takes the attempt back
-      parent   the worker process only: its horse dies with it; the reaper as above
+      worker   the worker's whole process group (worker, scheduler, horse): the housekeeper, once
+               the heartbeat lapsed, takes the attempt back
+      parent   the worker process only: its horse dies with it; the housekeeper as above
     -> the attempt recorded `abandoned` (retry decided) and -> the next attempt running (claimed
     by a worker). The retry backoff is set to 1 s (no jitter), so "decided -> running" shows what
     promoting a due retry costs beyond its backoff, whichever process died: the due time is on
@@ -102,7 +102,7 @@ def run(bench, robot, args) -> None:
     worker_class = args.worker_class or settings.RQ["WORKER_CLASS"]
     print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker ({worker_class}) with "
           f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, "
-          f"lease {settings.REPORT_LEASE_SECONDS:g} s, `reap_tasks --loop` every {settings.REAPER_INTERVAL} s, "
+          f"lease {settings.REPORT_LEASE_SECONDS:g} s, housekeeper's reaper every {settings.REAPER_INTERVAL} s, "
           f"retry backoff 1 s, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
     workers: dict[str, subprocess.Popen] = {}
@@ -114,8 +114,8 @@ def run(bench, robot, args) -> None:
 
     for _ in (1, 2):
         start()
-    reaper_log = open(bench.tmp / "reaper.log", "w")
-    reaper = subprocess.Popen([sys.executable, str(_common.BASE_DIR / "manage.py"), "reap_tasks", "--loop"],
+    reaper_log = open(bench.tmp / "housekeeper.log", "w")
+    reaper = subprocess.Popen([sys.executable, str(_common.BASE_DIR / "manage.py"), "housekeeper"],
                               cwd=_common.BASE_DIR, env=dict(os.environ), stdout=reaper_log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     bench.workers.append(reaper)

@@ -2,7 +2,8 @@
 
 Django hides settings whose names look secret (KEY, SECRET, PASS, TOKEN...). Ours also carry
 secrets in URLs: DATABASE_URL and REDIS_URL (a password in the netloc, copied into DATABASES and
-RQ_QUEUES) and DINGTALK_WEBHOOK (the robot's access_token in the query). Under runserver the
+RQ_QUEUES) and DINGTALK_WEBHOOK (the robot's access_token in the query); ALERT_CHANNELS holds
+channel URLs whose secret may be a path segment, so it is hidden whole. Under runserver the
 environment is part of request.META as well, so the same names are hidden there.
 """
 
@@ -17,7 +18,8 @@ __all__ = ["SafeSettingsFilter", "mask_url_secrets"]
 
 class SafeSettingsFilter(SafeExceptionReporterFilter):
     hidden_settings = re.compile(
-        "API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|WEBHOOK|DATABASE_URL|REDIS_URL", flags=re.I
+        "API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|WEBHOOK|DATABASE_URL|REDIS_URL|ALERT_CHANNELS",
+        flags=re.I,
     )
 
     def cleanse_setting(self, key, value):

@@ -59,11 +59,20 @@ def _redis_ok() -> bool:
         client.close()
 
 
+CHECKS = (("database", _database_ok), ("redis", _redis_ok))
+
+
+def dependencies_down(only: tuple[str, ...] = ("database", "redis")) -> list[str]:
+    """The checks that fail now ("database", "redis"): the same question for a process without
+    pages (the housekeeper, `up`)."""
+    return [name for name, check in CHECKS if name in only and not check()]
+
+
 @never_cache
 @require_GET
 def readyz(request):
     checks = {}
-    for name, check in (("database", _database_ok), ("redis", _redis_ok)):
+    for name, check in CHECKS:
         started = time.monotonic()
         passed = check()
         checks[name] = {"ok": passed, "ms": round((time.monotonic() - started) * 1000)}

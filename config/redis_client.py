@@ -146,10 +146,11 @@ class LoggedRetry(Retry):
                 else:
                     fail(error)
                 if 0 <= limit < failures:
-                    logger.error(
-                        "redis %s unreachable, gave up after %d retries in %.1fs (%s)",
-                        self.target, limit, time.monotonic() - started, describe(error),
-                    )
+                    if limit:  # a caller that asks once (a probe, the housekeeper) says it itself
+                        logger.error(
+                            "redis %s unreachable, gave up after %d retries in %.1fs (%s)",
+                            self.target, limit, time.monotonic() - started, describe(error),
+                        )
                     raise error
                 if failures == 1:
                     logger.warning(

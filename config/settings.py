@@ -23,6 +23,7 @@ from config.env import (
     env_str,
 )
 from config.languages import LANGUAGES
+from config.observability import logging_config, sentry_init, tracing_init
 from config.secret_files import private_dir, private_file, read_or_create_secret
 from config.storage import storages_setting
 
@@ -232,7 +233,8 @@ REPORT_PARAMS_MAX_BYTES = env_int("REPORT_PARAMS_MAX_BYTES", 64 * 1024, minimum=
 # How long a pending/retrying task may sit past its due time with no RQ job
 # before the reaper enqueues it again.
 REPORT_REENQUEUE_AFTER = env_int("REPORT_REENQUEUE_AFTER", 30, minimum=0)
-# A pass is a few indexed queries; a worker killed whole is recovered within the lease + this.
+# The housekeeper's reaper duties (lapsed leases, lost jobs) run every this many seconds: a few
+# indexed queries each; a worker killed whole is noticed within REPORT_LEASE_SECONDS + this.
 REAPER_INTERVAL = env_int("REAPER_INTERVAL", 5, minimum=1)
 RQ_RESULT_TTL = env_int("RQ_RESULT_TTL", 600, minimum=0)
 RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
@@ -253,6 +255,14 @@ HTTP_EXPORT_MAX_BYTES = env_int("HTTP_EXPORT_MAX_BYTES", 10 * 1024 * 1024, minim
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
+# Days kept before the housekeeper (and `manage.py prune_data`) deletes, as "what=days,...": done and
+# cancelled tasks with their attempts and report files (tasks), sent alert messages (alerts), audit
+# entries (audit); 0 keeps that kind forever.
+RETENTION_DAYS = {"tasks": 30, "alerts": 90, "audit": 400} | env_kind_map("RETENTION_DAYS", minimum=0)
+if not set(RETENTION_DAYS) <= {"tasks", "alerts", "audit"}:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"RETENTION_DAYS names only tasks, alerts and audit, got {sorted(RETENTION_DAYS)}")
 # Replay, archive and discard (one letter, a bulk, the API) refuse to act without a reason.
 DEADLETTER_REQUIRE_REASON = env_bool("DEADLETTER_REQUIRE_REASON", False)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -292,27 +302,22 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 # A year: the switch's choice outlives the session; a signed-in operator's choice is also stored.
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE  # noqa: F405 - config.settings_auth
-TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "config": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "reports": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "deadletters": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "console": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-        "api": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": True},
-    },
-}
+# plain, or json: one JSON object a line with the task, attempt, kind, letter and fingerprint ids.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
+LOGGING = logging_config(level=LOG_LEVEL, json_lines=LOG_FORMAT == "json")
+# Sends errors (a failing attempt: one event with its ids) to Sentry; traces follow OpenTelemetry's
+# own OTEL_EXPORTER_OTLP_ENDPOINT (config/observability.py).
+SENTRY_DSN = env_str("SENTRY_DSN")
 
 # --- Alerts: DingTalk and the other channels (config/settings_alerts.py) -----
 from config.settings_alerts import *  # noqa: E402,F403
+
+sentry_init(SENTRY_DSN, release=RELEASE_NAME)  # noqa: F405 - config.settings_alerts
+tracing_init()
 
 # --- JSON API -----------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
@@ -349,16 +354,15 @@ BULK_SELECTION_MAX = env_int("BULK_SELECTION_MAX", 1000, minimum=1)
 # One job runs a bulk for at most this long, then re-enqueues itself to carry on.
 BULK_ACTION_SLICE_SECONDS = env_int("BULK_ACTION_SLICE_SECONDS", 60, minimum=1)
 BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
-# `manage.py resume_bulk_actions` re-enqueues a pending/running bulk silent for this long.
+# The housekeeper re-enqueues a pending/running bulk silent for this long.
 BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
 # Canary replays: the share of the first replays that must succeed by default, the most a canary
-# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead,
-# promoted by `manage.py run_scheduled_replays --loop` polling every REPLAY_PLANNER_INTERVAL seconds.
+# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead
+# (the housekeeper starts them within a second of their time).
 BULK_CANARY_SUCCESS = env_float("BULK_CANARY_SUCCESS", 0.8, minimum=0)
 BULK_CANARY_MAX = env_int("BULK_CANARY_MAX", 1000, minimum=1)
 BULK_CANARY_WAIT_SECONDS = env_int("BULK_CANARY_WAIT_SECONDS", 900, minimum=1)
 BULK_SCHEDULE_MAX_DAYS = env_int("BULK_SCHEDULE_MAX_DAYS", 30, minimum=1)
-REPLAY_PLANNER_INTERVAL = env_float("REPLAY_PLANNER_INTERVAL", 0.5, minimum=0.05)
 CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
 # GET /metrics: addresses (or networks) that may scrape without a token; the open-letter causes
 # shown by name (the rest add up as "other"); the window of the attempt histograms.

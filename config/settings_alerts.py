@@ -18,9 +18,10 @@ DINGTALK_THROTTLE_BACKOFF_SECONDS = env_int("DINGTALK_THROTTLE_BACKOFF_SECONDS",
 DINGTALK_CONFIG_ERROR_PAUSE_SECONDS = env_int("DINGTALK_CONFIG_ERROR_PAUSE_SECONDS", 600, minimum=1)
 DINGTALK_WRAP_LINKS = env_bool("DINGTALK_WRAP_LINKS", False)
 DINGTALK_DIGEST_MAX_GROUPS = env_int("DINGTALK_DIGEST_MAX_GROUPS", 10, minimum=1)
-ALERTS_SEND_INTERVAL = env_float("ALERTS_SEND_INTERVAL", 5.0, minimum=0.1)
 # The language of the DingTalk alerts' text (one language per message), whoever reads the console.
 ALERT_LANGUAGE = env_choice("ALERT_LANGUAGE", "zh-hans", choices=[code for code, _ in LANGUAGES])
+# The team's time zone: every time in an alert and on a console page is shown in it, with its name.
+TIME_ZONE = env_str("TIME_ZONE", "Asia/Shanghai" if ALERT_LANGUAGE.startswith("zh") else "UTC")
 # Other channels (Feishu/Lark, WeCom, Slack, signed webhook, email) with routing rules: a JSON list,
 # see deadletters/alerts/channels/config.py. Email goes through Django's EMAIL_* settings below.
 ALERT_CHANNELS = env_str("ALERT_CHANNELS", "[]")

@@ -1,10 +1,13 @@
-"""Keeps `manage.py up`'s children running: a child that exits is started again after a short
-backoff, so one killed worker never takes the web server (or the other workers) down with it.
+"""Keeps `manage.py up`'s children running: a child that exits is started again after a backoff
+(config.backoff, growing while it keeps dying), so one killed worker never takes the web server
+(or the other workers) down with it.
 
 Only a crash loop ends the whole: a child that exits more than `restart_limit` times within
-`restart_window` seconds is not going to get better by itself (a bad setting, a missing
-database), and a supervisor that restarts it forever hides that. Then every child is stopped and
-the reason is printed. Ctrl-C or SIGTERM stops everything as before.
+`restart_window` seconds is not going to get better by itself (a bad setting, a broken install),
+and a supervisor that restarts it forever hides that. Then every child is stopped and the reason
+is printed. An exit while the database or Redis does not answer (`dependencies_down`) is not
+counted: the outage is not the child's fault, and it is restarted with backoff until they are
+back. Ctrl-C or SIGTERM stops everything as before.
 """
 
 import os
@@ -17,8 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-FIRST_BACKOFF = 0.5
-MAX_BACKOFF = 8.0
+from config.backoff import backoff_delay, doubling
+
+RESTART_STEPS = doubling(0.5, 8.0)
 STOP_GRACE = 15.0
 POLL_INTERVAL = 0.2
 
@@ -32,11 +36,11 @@ class Child:
     name: str
     argv_for: Callable[[int], list[str]]
     # A service the others use (the embedded redis-server): stopped after them, so that a worker
-    # finishing its job on Ctrl-C can still record it.
+    # finishing its job on Ctrl-C can still record it; its own exits always count.
     stop_last: bool = False
     starts: int = 0
     process: subprocess.Popen | None = None
-    exits: deque = field(default_factory=deque)
+    exits: deque = field(default_factory=deque)  # (time, during an outage) of the recent exits
     restart_at: float | None = None
 
 
@@ -50,11 +54,6 @@ def exit_status(returncode: int) -> str:
     return str(returncode)
 
 
-def backoff(recent_exits: int) -> float:
-    """Seconds before the next start: short for a first death, doubling while it keeps dying."""
-    return min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, recent_exits - 1))
-
-
 class Supervisor:
     def __init__(
         self,
@@ -63,6 +62,7 @@ class Supervisor:
         *,
         restart_limit: int,
         restart_window: float,
+        dependencies_down: Callable[[], list[str]] = list,
         out=sys.stdout,
         err=sys.stderr,
     ):
@@ -70,6 +70,7 @@ class Supervisor:
         self.env = env
         self.restart_limit = restart_limit
         self.restart_window = restart_window
+        self.dependencies_down = dependencies_down
         self.out = out
         self.err = err
         self.width = max(len(child.name) for child in children)
@@ -103,20 +104,23 @@ class Supervisor:
         status = exit_status(child.process.returncode)
         _kill_group(child.process.pid)  # what it leaves behind (a work-horse, its scheduler) died with it
         child.process = None
-        child.exits.append(now)
-        while child.exits and now - child.exits[0] > self.restart_window:
+        down = [] if child.stop_last else self.dependencies_down()
+        child.exits.append((now, bool(down)))
+        while child.exits and now - child.exits[0][0] > self.restart_window:
             child.exits.popleft()
-        if len(child.exits) > self.restart_limit:
+        counted = sum(1 for _, outage in child.exits if not outage)
+        if counted > self.restart_limit:
             self._say(
                 self.err,
-                f"{child.name} exited with {status}: {len(child.exits)} exits within "
+                f"{child.name} exited with {status}: {counted} exits within "
                 f"{self.restart_window:g} s (UP_RESTART_LIMIT={self.restart_limit}, "
                 f"UP_RESTART_WINDOW={self.restart_window:g}): a crash loop; stopping everything",
             )
             return False
-        delay = backoff(len(child.exits))
+        delay = backoff_delay(len(child.exits), RESTART_STEPS)
         child.restart_at = now + delay
-        self._say(self.err, f"{child.name} exited with {status}; restarting it in {delay:g} s")
+        during = f" while {' and '.join(down)} did not answer (not counted as a crash)" if down else ""
+        self._say(self.err, f"{child.name} exited with {status}{during}; restarting it in {delay:g} s")
         return True
 
     def _start(self, child: Child) -> None:
@@ -146,9 +150,9 @@ class Supervisor:
 
     def _stop_all(self) -> None:
         for last in (False, True):
-            self._stop(
-                [child.process for child in self.children if child.process is not None and child.stop_last is last]
-            )
+            self._stop([
+                child.process for child in self.children if child.process is not None and child.stop_last is last
+            ])
 
     @staticmethod
     def _stop(running: list[subprocess.Popen]) -> None:

@@ -23,11 +23,6 @@ BULK_VIEW_PERMISSION = "deadletters.view_bulkaction"
 BATCH_VIEW_PERMISSION = "reports.view_reportbatch"
 
 
-def permission_for(action: str) -> str:
-    """The permission a dead-letter action needs: replay, or archive (also discard and restore)."""
-    return REPLAY_PERMISSION if action == "replay" else ARCHIVE_PERMISSION
-
-
 def _login_redirect(request):
     if getattr(request, "htmx", False):
         # An htmx request from an expired session: send the whole browser tab to the login page

@@ -29,3 +29,12 @@ def fingerprint_url(fingerprint: str) -> str:
 
 def batch_url(batch_public_id) -> str:
     return f"{dead_letter_list_url()}?batch={quote(str(batch_public_id), safe='')}"
+
+
+def bulk_url(bulk_public_id) -> str:
+    return f"{_base()}/console/bulk/{quote(str(bulk_public_id), safe='')}/"
+
+
+def cause_replay_preview_url(fingerprint: str) -> str:
+    """The bulk preview of replaying every open letter of one cause: a page to confirm on (GET)."""
+    return f"{_base()}/console/bulk/preview/?action=replay&fingerprint={quote(fingerprint, safe='')}"

@@ -133,12 +133,11 @@ class AlertCategory(models.TextChoices):
 
 
 class AlertMessage(models.Model):
-    """One message to the DingTalk robot: a single alert or a digest of many.
+    """One request to one channel (the DingTalk robot, a Feishu bot, a mail...): a single alert, a
+    follow-up of one cause or a digest of many. Every resend reuses msg_uuid, which goes out as
+    DingTalk's msgUuid and the webhook's Idempotency-Key. The body holds no URL or secret."""
 
-    Resends reuse msg_uuid so DingTalk can drop a duplicate after a crash between
-    send and mark-sent. The stored body never contains the webhook token or secret.
-    """
-
+    channel = models.CharField(max_length=40, default="")
     msg_uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     is_digest = models.BooleanField(default=False)
     title = models.CharField(max_length=200)
@@ -152,15 +151,18 @@ class AlertMessage(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="alertmsg_status_next")]
+        indexes = [models.Index(fields=["channel", "status", "next_attempt_at"], name="alertmsg_channel_next")]
 
     def __str__(self) -> str:
-        return f"alert message {self.msg_uuid} ({self.status})"
+        return f"{self.channel} message {self.msg_uuid} ({self.status})"
 
 
 class Alert(models.Model):
-    """Outbox row written in the same transaction as the event it reports."""
+    """The outbox: one row per event (a death, a batch, a notice) and channel, written in the
+    transaction of the event. A row with no channel is an event no channel sends: muted (its cause
+    or kind is snoozed or paused) or skipped (no channel configured)."""
 
+    channel = models.CharField(max_length=40, blank=True, default="")
     category = models.CharField(
         max_length=20, choices=AlertCategory.choices, default=AlertCategory.DEAD_LETTER
     )
@@ -179,56 +181,14 @@ class Alert(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "created_at"], name="alert_status_created")]
-
-    def __str__(self) -> str:
-        return f"alert {self.pk} {self.category} ({self.status})"
-
-
-class AlertDelivery(models.Model):
-    """One alert on one configured channel (deadletters.alerts.channels): each channel has its own
-    row, status and message, so a channel that is down holds up no other."""
-
-    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
-    channel = models.CharField(max_length=40)
-    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
-    message = models.ForeignKey(
-        "ChannelMessage", null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["alert", "channel"], name="alertdelivery_once")]
-        indexes = [models.Index(fields=["channel", "status", "id"], name="alertdelivery_channel_status")]
-
-    def __str__(self) -> str:
-        return f"delivery of alert {self.alert_id} on {self.channel} ({self.status})"
-
-
-class ChannelMessage(models.Model):
-    """One request to one channel: a single alert or a digest. Every resend reuses msg_uuid, which
-    goes out as the service's idempotency key where it has one. The body holds no URL or secret."""
-
-    channel = models.CharField(max_length=40)
-    msg_uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    is_digest = models.BooleanField(default=False)
-    title = models.CharField(max_length=200)
-    body = models.JSONField(default=dict)
-    status = models.CharField(max_length=10, choices=AlertStatus.choices, default=AlertStatus.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(default=timezone.now)
-    last_errcode = models.IntegerField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
         indexes = [
-            models.Index(fields=["channel", "status", "next_attempt_at"], name="chanmsg_status_next")
+            models.Index(fields=["status", "created_at"], name="alert_status_created"),
+            models.Index(fields=["channel", "status", "id"], name="alert_channel_status"),
+            models.Index(fields=["fingerprint", "channel"], name="alert_fingerprint_channel"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.channel} message {self.msg_uuid} ({self.status})"
+        return f"alert {self.pk} {self.category} on {self.channel or '-'} ({self.status})"
 
 
 class CauseState(models.Model):
@@ -286,6 +246,12 @@ class BulkActionKind(models.TextChoices):
     RESTORE = "restore"
 
 
+def permission_for(action: str) -> str:
+    """The permission a dead-letter action needs wherever it is named (console or API, one letter
+    or a bulk run): replay, or archive (archive, discard and restore)."""
+    return "deadletters.replay_deadletter" if action == BulkActionKind.REPLAY else "deadletters.archive_deadletter"
+
+
 class BulkActionStatus(models.TextChoices):
     SCHEDULED = "scheduled"  # waits for start_at (deadletters.bulk.schedule)
     PENDING = "pending"
@@ -318,6 +284,7 @@ class BulkAction(models.Model):
     selected_ids = models.JSONField(null=True, blank=True)
     actor = models.CharField(max_length=150, blank=True)
     ip_address = models.GenericIPAddressField(null=True, blank=True)
+    source = models.CharField(max_length=20, default="console")  # where it started (its letters' audit)
     reason = models.TextField(blank=True)
     total = models.PositiveIntegerField(default=0)
     processed = models.PositiveIntegerField(default=0)

@@ -2,6 +2,8 @@ import uuid
 
 from django.db import models
 
+from reports.errors import escape_controls
+
 
 class TaskStatus(models.TextChoices):
     PENDING = "pending"
@@ -77,6 +79,12 @@ class ReportBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.public_id} ({self.status})"
+
+    @property
+    def label(self) -> str:
+        """The batch as the console names it: the client's name with control and bidi characters as
+        escapes (a right-to-left override would reorder what an operator reads), else its id."""
+        return escape_controls(self.name) if self.name else str(self.public_id)
 
 
 class PausedKind(models.Model):

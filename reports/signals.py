@@ -15,7 +15,3 @@ task_died = Signal()
 # if a replay reopens it). Sent inside the completing transaction.
 # kwargs: batch (ReportBatch), progress (reports.services.batches.BatchProgress).
 batch_completed_with_dead = Signal()
-
-# One reaper pass ended (`manage.py reap_tasks`): housekeeping of the layers above, such as
-# resuming bulk actions whose runner was lost, hangs off it. No kwargs.
-reaper_pass_finished = Signal()

@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
-# Every variable a module under config/ reads through config.env (the settings, gunicorn's own).
+# Every variable a module under config/ reads (through config.env, or os.environ for the tracing).
 SHELL_NAMES = sorted(
     {
         name
         for path in sorted(CONFIG_DIR.glob("*.py"))
-        for name in re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', path.read_text())
+        for name in re.findall(r'(?:env_\w+\(|environ\.get\()\s*"([A-Z0-9_]+)"', path.read_text())
     }
 )
 KEPT = {"DATABASE_URL"}

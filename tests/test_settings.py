@@ -41,6 +41,7 @@ def test_a_developers_shell_changes_none_of_the_suites_settings():
         "HTTP_EXPORT_ALLOWED_HOSTS": "exporter.internal",
         "DINGTALK_WEBHOOK": "https://oapi.dingtalk.com/robot/send?access_token=real-team-robot",
         "REPORT_MAX_ATTEMPTS": "9",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.internal:4318",
     }
     assert set(shell) <= set(SHELL_NAMES)
 

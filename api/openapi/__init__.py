@@ -26,8 +26,9 @@ TAGS = [
 ]
 
 
-def openapi_document(server_url: str | None = None) -> dict:
-    """The document; `server_url` (the origin a request reached) is its server, else CONSOLE_BASE_URL."""
+def openapi_document(server_url: str | None = None, *, public: bool = False) -> dict:
+    """The document; `server_url` (the origin a request reached) is its server, else CONSOLE_BASE_URL.
+    `public`: for an anonymous reader, who learns nothing of this site's configuration."""
     return {
         "openapi": "3.1.0",
         "servers": [
@@ -53,7 +54,9 @@ def openapi_document(server_url: str | None = None) -> dict:
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
         "paths": {**task_paths(), **group_paths(), **control_paths(), **operator_paths(), **bulk_paths(), **batch_paths(), **alert_paths()},
-        "components": _with(components(), {**control_components(), **group_components(), **bulk_components()}),
+        "components": _with(
+            components(public=public), {**control_components(), **group_components(), **bulk_components()}
+        ),
     }
 
 

@@ -151,7 +151,8 @@ def bulk_paths() -> dict:
         "/report/bulk/start": _post(
             "startBulkAction",
             "Start a bulk action over every dead letter a filter matches, or count them (dry run)",
-            "Token scope `operator`; sessions: `deadletters.replay_deadletter`. The filter is the console "
+            "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the action's permission "
+            "(`deadletters.replay_deadletter`, else `deadletters.archive_deadletter`). The filter is the console "
             "list's; the workers run the action in batches at `rate_per_second`; letters that die after the "
             "request are not included. `start_at` schedules it; `canary` makes a replay try that many "
             "letters first and carry on only when `canary_success` of them end done.",
@@ -206,7 +207,8 @@ def bulk_paths() -> dict:
         operation = _post(
             f"{action}BulkAction",
             summary,
-            "Token scope `operator`; sessions: `deadletters.replay_deadletter`. Audited.",
+            "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the permission of the run's "
+            "action. Audited.",
             responses=control,
         )
         operation["post"]["parameters"] = [BULK_ID]
@@ -214,7 +216,8 @@ def bulk_paths() -> dict:
     rate = _post(
         "changeBulkActionRate",
         "Change a bulk action's rate; the runner picks it up within a second",
-        "Token scope `operator`; sessions: `deadletters.replay_deadletter`. Audited with the old and new rate.",
+        "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the permission of the run's action. "
+        "Audited with the old and new rate.",
         body={
             "type": "object",
             "additionalProperties": False,

@@ -14,12 +14,12 @@ def _params_ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{_title(name)}Params"}
 
 
-def kind_components() -> dict:
+def kind_components(*, public: bool = False) -> dict:
     """`<Kind>Params` for each kind, a submit body and a batch item per kind, and the two `oneOf`s."""
     schemas: dict[str, dict] = {}
     for name, kind in sorted(KINDS.items()):
         title = _title(name)
-        params = kind.params_schema()
+        params = kind.params_schema(public=public)
         params["description"] = f"Parameters of `{name}` ({kind.title}); any other name is refused (422)."
         schemas[f"{title}Params"] = params
         kind_and_params = {

@@ -7,7 +7,7 @@ from api.openapi.kinds import kind_components
 from reports.models import Priority, TaskStatus
 
 
-def components() -> dict:
+def components(*, public: bool = False) -> dict:
     return {
         "securitySchemes": {
             "bearerAuth": {
@@ -44,7 +44,7 @@ def components() -> dict:
                     },
                 },
             },
-            **kind_components(),
+            **kind_components(public=public),
             "SubmitResponse": {
                 "type": "object",
                 "required": ["task_id"],

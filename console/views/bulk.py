@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from console import labels
-from console.access import BULK_VIEW_PERMISSION, console_view, permission_for
+from console.access import BULK_VIEW_PERMISSION, console_view
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict, bulk_request_refusal
 from console.views.bulk_plans import field_message, plan_from_form, zone_context
@@ -42,7 +42,7 @@ from deadletters.bulk.selection import (
     preview_bulk_action,
 )
 from deadletters.bulk.watch import died_again_causes, replay_outcome, replay_outcome_by_cause
-from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus
+from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, permission_for
 
 
 def _list_url(filter_qs: str) -> str:

@@ -65,5 +65,5 @@ def render_conflict(request, *, title: str, message: str, status: int = 409, **c
 
 def batch_label(public_id) -> str:
     """A batch as people call it: its name, or its id when it has none."""
-    name = ReportBatch.objects.filter(public_id=public_id).values_list("name", flat=True).first()
-    return name or str(public_id)
+    batch = ReportBatch.objects.filter(public_id=public_id).only("public_id", "name").first()
+    return batch.label if batch else str(public_id)

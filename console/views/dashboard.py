@@ -100,6 +100,7 @@ def _alert_health() -> dict:
         "rate_per_minute": health.rate_per_minute,
         "oldest_pending_at": health.oldest_pending_at,
         "healthy": health.ok,
+        "channels": health.channels,
     }
 
 

@@ -11,7 +11,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from deadletters.alerts.messages import one_line
+from deadletters.alerts.text import one_line
 from deadletters.models import CauseState
 
 

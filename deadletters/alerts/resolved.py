@@ -12,9 +12,8 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from deadletters.alerts.channels.outbox import fan_out
-from deadletters.alerts.outbox import kick_sender
-from deadletters.models import Alert, AlertCategory, AlertStatus, CauseState, DeadLetter, DeadLetterStatus
+from deadletters.alerts.outbox import notice
+from deadletters.models import Alert, CauseState, DeadLetter, DeadLetterStatus
 
 logger = logging.getLogger("deadletters.alerts")
 BATCH = 200
@@ -57,8 +56,6 @@ def announce_resolved_causes(*, clock=time.time) -> int:
             announced += _announce(cause, quiet)
         if len(causes) < BATCH:
             break
-    if announced:
-        transaction.on_commit(kick_sender, robust=True)
     return announced
 
 
@@ -72,28 +69,9 @@ def _announce(cause: CauseState, quiet: int) -> int:
         ).update(episode_started_at=None, episode_deaths=0)
         if not closed:
             return 0
-        alert = Alert.objects.create(
-            category=AlertCategory.RESOLVED,
-            fingerprint=cause.fingerprint,
-            payload=resolved_payload(cause, quiet_seconds=quiet),
-            status=AlertStatus.PENDING if settings.DINGTALK_WEBHOOK else AlertStatus.SKIPPED,
-        )
-        fan_out([alert])
+        notice(resolved_payload(cause, quiet_seconds=quiet), fingerprint=cause.fingerprint)
     logger.info("cause %s resolved after %s death(s)", cause.fingerprint, cause.episode_deaths)
     return 1
-
-
-def notice(payload: dict, *, fingerprint: str = "") -> Alert:
-    """A recovery notice that is not a cause's: written in the caller's transaction, like any alert."""
-    alert = Alert.objects.create(
-        category=AlertCategory.RESOLVED,
-        fingerprint=fingerprint,
-        payload=payload,
-        status=AlertStatus.PENDING if settings.DINGTALK_WEBHOOK else AlertStatus.SKIPPED,
-    )
-    if fan_out([alert]) or settings.DINGTALK_WEBHOOK:
-        transaction.on_commit(kick_sender, robust=True)
-    return alert
 
 
 def announce_kind_resumed(*, kind: str, waiting: int, paused_at=None) -> Alert:
@@ -102,10 +80,13 @@ def announce_kind_resumed(*, kind: str, waiting: int, paused_at=None) -> Alert:
     return notice({"notice": "kind_resumed", "kind": kind, "waiting": waiting, "muted": muted})
 
 
-def announce_bulk_finished(*, bulk) -> Alert:
+def announce_bulk(*, bulk, news: str = "bulk_finished", **details) -> Alert:
+    """A bulk run's news, with the link to act on it: bulk_finished, bulk_paused (it paused
+    itself: died, finished, ratio, threshold), canary_failed (replayed, done, died, needed),
+    not_started (a scheduled run that could not start: error)."""
     return notice(
         {
-            "notice": "bulk_finished",
+            "notice": news,
             "kind": "",
             "action": bulk.action,
             "bulk_id": str(bulk.public_id),
@@ -113,5 +94,11 @@ def announce_bulk_finished(*, bulk) -> Alert:
             "total": bulk.total,
             "succeeded": bulk.succeeded,
             "skipped": bulk.skipped,
+            "start_at": bulk.start_at.isoformat() if bulk.start_at else None,
+            **details,
         }
     )
+
+
+def announce_bulk_finished(*, bulk) -> Alert:
+    return announce_bulk(bulk=bulk)

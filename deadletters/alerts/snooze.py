@@ -1,6 +1,6 @@
 """Snoozing alerts, as an operator action (console and API call these): mute one cause
 (fingerprint) or one report kind until a time, with a reason, audited. Deaths it covers are
-counted, not sent (deadletters.alerts.muting); when it ends (its time is up, or an operator lifts
+counted, not sent (deadletters.alerts.outbox.mute_reason); when it ends (its time is up, or an operator lifts
 it) one summary says how many died meanwhile."""
 
 import logging
@@ -12,9 +12,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from deadletters.alerts.resolved import notice
+from deadletters.alerts.outbox import notice
 from deadletters.audit import REASON_MAX, record_audit
-from deadletters.models import AlertSnooze, DeadLetter
+from deadletters.models import AlertSnooze, CauseState, DeadLetter
 
 logger = logging.getLogger("deadletters.alerts")
 MAX_MINUTES = 7 * 24 * 60
@@ -59,27 +59,24 @@ def snooze_alerts(
         raise SnoozeError("reason", _("say why the alerts are muted"))
     now = timezone.now()
     with transaction.atomic():
+        until, reason = now + timedelta(minutes=minutes), reason[:REASON_MAX]
         snooze = AlertSnooze.objects.create(
             fingerprint=fingerprint,
             kind=kind,
-            until=now + timedelta(minutes=minutes),
-            reason=reason[:REASON_MAX],
+            until=until,
+            reason=reason,
             created_by=actor[:150],
             created_at=now,
         )
+        details = {"snooze": snooze.pk, "fingerprint": fingerprint, "kind": kind, "until": until.isoformat()}
         record_audit(
             action="snooze_alerts",
             actor=actor,
             source=source,
             ip_address=ip_address,
             item_count=0,
-            reason=snooze.reason,
-            details={
-                "snooze": snooze.pk,
-                "fingerprint": fingerprint,
-                "kind": kind,
-                "until": snooze.until.isoformat(),
-            },
+            reason=reason,
+            details=details,
         )
     return snooze
 
@@ -122,12 +119,18 @@ def announce_ended_snoozes(*, clock=time.time) -> int:
     now = datetime.fromtimestamp(clock(), tz=UTC)
     announced = 0
     for snooze in AlertSnooze.objects.filter(ended_at__isnull=True, until__lte=now).order_by("id")[:200]:
+        cause = (
+            CauseState.objects.filter(fingerprint=snooze.fingerprint).first() if snooze.fingerprint else None
+        )
         with transaction.atomic():
             if not AlertSnooze.objects.filter(pk=snooze.pk, ended_at__isnull=True).update(ended_at=now):
                 continue
             notice(
                 {
                     "notice": "snooze_ended",
+                    # The cause by its error text, not its id (render.cause_text).
+                    "error_type": cause.sample_error_type if cause else "",
+                    "message": cause.sample_message if cause else snooze.fingerprint[:12],
                     "fingerprint": snooze.fingerprint,
                     "kind": snooze.kind,
                     "reason": snooze.reason,

@@ -17,7 +17,7 @@ are never included. The runner walks the selection in id order with a keyset cur
 (`last_processed_id`), one short transaction per batch that applies the action to the batch as a
 set (apply: a handful of statements and one pipelined enqueue, whatever the batch size) and
 advances the cursor with a compare-and-set. A runner that dies mid-way loses at most its
-uncommitted batch; resuming (or `manage.py resume_bulk_actions`) enqueues a new job that carries
+uncommitted batch; resuming (or the housekeeper's stalled-bulk duty) enqueues a new job that carries
 on after the cursor. Duplicate deliveries are harmless: the cursor CAS lets only one runner's
 batch count, and a Redis lock keeps a second runner waiting.
 

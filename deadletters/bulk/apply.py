@@ -64,7 +64,7 @@ def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict
                 created_at=now,
                 action=action,
                 actor=actor,
-                source="console",
+                source=bulk.source,
                 ip_address=bulk.ip_address,
                 task_id=task_id,
                 dead_letter_id=letter_id,
@@ -85,7 +85,7 @@ def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict
     )
     sql = (
         f"INSERT INTO {qn(AuditEntry._meta.db_table)} ({columns}) "
-        "SELECT %s, %s, %s, 'console', %s::inet, u.task_id, u.letter_id, 1, %s, u.details::jsonb "
+        "SELECT %s, %s, %s, %s, %s::inet, u.task_id, u.letter_id, 1, %s, u.details::jsonb "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS u(task_id, letter_id, details)"
     )
     with connection.cursor() as cursor:
@@ -95,6 +95,7 @@ def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict
                 now,
                 action,
                 actor,
+                bulk.source,
                 bulk.ip_address,
                 reason,
                 [task_id for task_id, _, _ in rows],

@@ -7,9 +7,9 @@ then carries on with the rest at its rate by itself, or stops for good ("canary_
 
 The runner makes the k replays and moves the run to `canary` with a deadline
 (BULK_CANARY_WAIT_SECONDS); no worker waits. The verdict is given by whoever calls
-decide_canaries: the planner (`manage.py run_scheduled_replays --loop`, twice a second) and every
-reaper pass. It is given as soon as it is certain: passed once enough are done, failed once too
-few can still succeed (the rest died again, or were cancelled) or the deadline has passed. Each
+decide_canaries: the housekeeper (its `canary verdicts` duty, twice a second). It is given as
+soon as it is certain: passed once enough are done, failed once too few can still succeed (the
+rest died again, or were cancelled) or the deadline has passed. Each
 verdict is one conditional UPDATE from `canary`, audited; the counts and the causes of the deaths
 are frozen in canary_result, so the run's page and status keep saying why.
 
@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from deadletters.alerts.resolved import announce_bulk
 from deadletters.audit import record_audit
 from deadletters.bulk.control import enqueue_after_commit
 from deadletters.bulk.plans import needed_successes
@@ -151,6 +152,16 @@ def decide_canary(bulk: BulkAction, *, now: datetime | None = None) -> str | Non
         )
         if verdict == CanaryPhase.PASSED:
             enqueue_after_commit(bulk.pk)
+        else:
+            bulk.status = BulkActionStatus.CANARY_FAILED
+            announce_bulk(
+                bulk=bulk,
+                news="canary_failed",
+                replayed=counts.replayed,
+                done=counts.done,
+                died=counts.died_again,
+                needed=needed,
+            )
     log = logger.info if verdict == CanaryPhase.PASSED else logger.warning
     log("bulk %s: %s", bulk.public_id, result["reason"])
     return str(verdict)

@@ -151,6 +151,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
             selected_ids=list(selection.ids) if selection.scope == SCOPE_SELECTED else None,
             actor=actor[:150],
             ip_address=ip_address,
+            source=source,
             reason=reason[:REASON_MAX],
             total=total,
             rate_per_second=plan["rate"],
@@ -201,7 +202,7 @@ def enqueue_bulk_job(bulk_id: int) -> str:
 
 
 def enqueue_after_commit(bulk_id: int) -> None:
-    # robust: if Redis is down at commit, `manage.py resume_bulk_actions` enqueues it later.
+    # robust: if Redis is down at commit, the housekeeper (stalled bulk actions) enqueues it later.
     transaction.on_commit(lambda: enqueue_bulk_job(bulk_id), robust=True)
 
 

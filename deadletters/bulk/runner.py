@@ -4,7 +4,7 @@ It walks the selection in id order with a keyset cursor (`last_processed_id`): o
 transaction per batch that applies the action to the whole batch as a set (deadletters.bulk.apply:
 a handful of statements, one pipelined enqueue after commit) and advances the cursor with a
 compare-and-set. A runner that dies mid-way loses at most its uncommitted batch; resuming (or
-`manage.py resume_bulk_actions`) enqueues a new job that carries on after the cursor. Duplicate
+the housekeeper's stalled-bulk duty) enqueues a new job that carries on after the cursor. Duplicate
 deliveries are harmless: the cursor CAS lets only one runner's batch count, and a Redis lock keeps
 a second runner waiting. A run works in time slices (BULK_ACTION_SLICE_SECONDS) and re-enqueues
 itself, so one big bulk never holds a worker (or a job timeout) for hours.
@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import LockError
 
-from deadletters.alerts.resolved import announce_bulk_finished
+from deadletters.alerts.resolved import announce_bulk, announce_bulk_finished
 from deadletters.bulk.apply import apply_to_batch
 from deadletters.bulk.canary import begin_canary_wait
 from deadletters.bulk.control import enqueue_bulk_job
@@ -187,11 +187,15 @@ def _run_locked(bulk_id, lock, *, clock, sleep, slice_seconds) -> str:
                 return "continued"
     except Exception as exc:
         logger.exception("bulk action %s failed", bulk_id)
-        BulkAction.objects.filter(pk=bulk_id, status=BulkActionStatus.RUNNING).update(
-            status=BulkActionStatus.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:10_000],
-            updated_at=timezone.now(),
-        )
+        error = f"{type(exc).__name__}: {exc}"[:10_000]
+        with transaction.atomic():
+            if BulkAction.objects.filter(pk=bulk_id, status=BulkActionStatus.RUNNING).update(
+                status=BulkActionStatus.FAILED, error=error, updated_at=timezone.now()
+            ):
+                bulk.refresh_from_db()
+                # A scheduled run that failed before its first letter could not start: say so.
+                news = "not_started" if bulk.start_at and not bulk.processed else "bulk_finished"
+                announce_bulk(bulk=bulk, news=news, error=error[:300])
         raise
 
 

@@ -1,11 +1,10 @@
 """Bulk runs that start at a time (a single letter's scheduled replay is a run of one letter).
 
 The due time lives on the BulkAction row (`start_at`, status `scheduled`), never in a process: the
-planner (`manage.py run_scheduled_replays --loop`, every REPLAY_PLANNER_INTERVAL seconds) and, as
-a backstop, every reaper pass promote the due ones with a conditional UPDATE scheduled -> pending
-that exactly one caller wins, and enqueue the run's job once that commits. A planner killed
-before the time changes nothing: the next one (or the reaper) finds the row due. Until it starts,
-the run can be cancelled like any other (scheduled -> cancelled).
+housekeeper (its `scheduled runs` duty, twice a second) promotes the due ones with a conditional
+UPDATE scheduled -> pending that exactly one caller wins, and enqueues the run's job once that
+commits. A housekeeper killed before the time changes nothing: the next one finds the row due.
+Until it starts, the run can be cancelled like any other (scheduled -> cancelled).
 """
 
 import logging

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from deadletters.alerts.resolved import announce_bulk
 from deadletters.audit import record_audit
 from deadletters.bulk.pause_reasons import paused_automatically
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, DeadLetter
@@ -115,6 +116,14 @@ def pause_if_replays_die_again(bulk: BulkAction) -> bool:
                     "finished": outcome.finished,
                     "died_again": outcome.died_again,
                 },
+            )
+            announce_bulk(
+                bulk=bulk,
+                news="bulk_paused",
+                died=outcome.died_again,
+                finished=outcome.finished,
+                ratio=round(outcome.ratio * 100),
+                threshold=round(bulk.pause_threshold * 100),
             )
     if paused:
         logger.warning("bulk %s paused: %s", bulk.public_id, reason)

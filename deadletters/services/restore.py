@@ -2,7 +2,8 @@
 table as archived dead letters.
 
 - A part is checked whole before anything of it is loaded: against the sha256 the purge ledger
-  recorded for it (runs purged by earlier releases have none), then gzip's own CRC and length,
+  recorded for it (runs purged by earlier releases have none: their parts may unpack to at most
+  UNCHECKED_RATIO times their size, so a gzip bomb is refused), then gzip's own CRC and length,
   UTF-8, one JSON object per line, every column present with its type. A missing or damaged part is
   reported and skipped; the other parts are restored and the run ends with an error naming it.
 - One transaction per part: a part is restored whole or not at all.
@@ -23,6 +24,7 @@ table as archived dead letters.
 
 import gzip
 import hashlib
+import io
 import json
 import uuid
 import zlib
@@ -45,6 +47,7 @@ ACTION = "restore_purge"
 LOOKUP_CHUNK = 500
 _STRINGS = {"kind": 64, "error_type": 200, "fingerprint": 40, "replayed_by": 150, "error_message": None, "traceback": None}
 _REQUIRED_TIMES = {"created_at", "expire_at", "archived_at"}
+UNCHECKED_RATIO, UNCHECKED_FLOOR = 100, 64 * 1024 * 1024  # a part without a sha256: its text at most
 
 Progress = Callable[["RestoreResult", "PartReport"], None]
 
@@ -184,8 +187,13 @@ def read_part(name: str, *, sha256: str | None) -> list[dict]:
         raise BadPart(f"{name} cannot be read: {exc}") from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         raise BadPart(f"{name} does not match the sha256 its purge recorded (changed or damaged)")
+    limit = None if sha256 else max(UNCHECKED_FLOOR, UNCHECKED_RATIO * len(data))
     try:
-        text = gzip.decompress(data).decode("utf-8")  # checks each member's CRC-32 and length
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:  # checks each member's CRC-32 and length
+            raw = unzipped.read(-1 if limit is None else limit + 1)
+        if limit is not None and len(raw) > limit:
+            raise BadPart(f"{name} unpacks to more than {UNCHECKED_RATIO} times its size (no sha256)")
+        text = raw.decode("utf-8")
     except (OSError, EOFError, zlib.error) as exc:
         raise BadPart(f"{name} is not intact gzip: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -213,7 +221,7 @@ def parse_line(line: str, *, where: str) -> dict:
     """One exported letter, its fields checked and its times parsed, or BadPart."""
     try:
         row = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than Python's stack
         raise BadPart(f"{where}: not JSON ({exc})") from None
     if not isinstance(row, dict):
         raise BadPart(f"{where}: not a JSON object")

@@ -214,8 +214,9 @@ class ReportKind:
         directory in the store while the report runs."""
         return True
 
-    def params_schema(self) -> dict:
-        """The JSON Schema of this kind's params (the OpenAPI document's per-kind `params`)."""
+    def params_schema(self, *, public: bool = False) -> dict:
+        """The JSON Schema of this kind's params (the OpenAPI document's per-kind `params`);
+        `public`: for anonymous readers, naming nothing of the site's configuration."""
         return {
             "type": "object",
             "additionalProperties": False,

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils.translation import gettext, gettext_noop
 
 import reports.kinds.outbound as outbound
-from reports.errors import InvalidParams
+from reports.errors import InvalidParams, PermanentError
 from reports.kinds.base import Param, ReportKind, RunContext, choice, reject_unknown, write_table
 from reports.kinds.json_records import JsonText, collect_columns, decode_text, find_records
 
@@ -36,7 +36,8 @@ class HttpExport(ReportKind):
             max_length=2000,
             description=gettext_noop(
                 "http(s) URL of a JSON answer; only host:port pairs in HTTP_EXPORT_ALLOWED_HOSTS (the "
-                "pattern lists them), public addresses unless the allowlist names the address (others: "
+                "pattern lists them to a token or a console session), public addresses unless the "
+                "allowlist names the address (others: "
                 "422). Left out: the default source the operators configured (HTTP_EXPORT_URL), read "
                 "when the report runs"
             ),
@@ -54,8 +55,10 @@ class HttpExport(ReportKind):
             ),
         ),
     )
-    def params_schema(self) -> dict:
+    def params_schema(self, *, public: bool = False) -> dict:
         schema = super().params_schema()
+        if public and "pattern" in schema["properties"]["url"]:  # the allowlist names internal hosts
+            schema["properties"]["url"]["pattern"] = f"^https?://[-.:\\[\\]0-9A-Za-z]+{_URL_REST}$"
         if not settings.HTTP_EXPORT_URL:
             schema["required"] = ["url"]  # no default source to fall back on
         return schema
@@ -111,7 +114,14 @@ class HttpExport(ReportKind):
         doc = JsonText(decode_text(body))
         del body
         records = find_records(doc, params["records_path"])
-        columns = collect_columns(doc.records(records))
+        columns, count = collect_columns(doc.records(records))
+        # Records with keys of their own make rows x columns mostly empty cells (a 357 KB answer once
+        # wrote 125 MB): a table holds at most one cell per byte the answer may have.
+        if count * len(columns) > settings.HTTP_EXPORT_MAX_BYTES:
+            raise PermanentError(
+                f"the records make a table of {count} rows x {len(columns)} columns, more than "
+                f"{settings.HTTP_EXPORT_MAX_BYTES} cells (HTTP_EXPORT_MAX_BYTES): too many different keys"
+            )
         rows = ([_cell(item.get(column, "")) for column in columns] for item in doc.records(records))
         return write_table(ctx.output_dir / "export", params["format"], columns, rows)
 

@@ -168,10 +168,12 @@ def _require_records(doc: JsonText, index: int) -> int:
     return index
 
 
-def collect_columns(records) -> list:
-    """Every key of every record, in first-seen order: one dict insertion per key, so 20,000
-    distinct keys cost 20,000 steps, not 20,000 squared."""
+def collect_columns(records) -> tuple[list, int]:
+    """Every key of every record, in first-seen order, and the number of records: one dict
+    insertion per key, so 20,000 distinct keys cost 20,000 steps, not 20,000 squared."""
     columns: dict = {}
+    count = 0
     for record in records:
         columns.update(dict.fromkeys(record))
-    return list(columns)
+        count += 1
+    return list(columns), count

@@ -151,6 +151,11 @@ def stopped_words(stored: str) -> str:
     return stored
 
 
+def without_note(stored: str) -> str:
+    """A stored error as a client reads it: a stop's without the operator's note (the console shows it)."""
+    return STOPPED if stored.startswith(STOPPED + ": ") else stored
+
+
 def _close_stopped_attempt(*, task_id: int, attempt: int, now, message: str) -> None:
     row = TaskAttempt.objects.filter(task_id=task_id, number=attempt, outcome=AttemptOutcome.RUNNING).first()
     if row is None:

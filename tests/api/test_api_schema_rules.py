@@ -192,3 +192,19 @@ def test_a_backwards_sales_range_is_accepted_and_recorded_forwards(token_client)
     assert response.status_code == 201, response.content
     task = ReportTask.objects.get(public_id=response.json()["task_id"])
     assert (task.params["date_from"], task.params["date_to"]) == ("2026-02-01", "2026-03-01")
+
+
+def test_the_anonymous_document_names_no_allowed_host(client, settings, api_token):
+    """The allowlist names internal host:port pairs: the public document's `url` pattern takes any
+    http(s) URL; a caller who may submit (a token, a console session) reads the allowed origins."""
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = ["data.internal:8443", "10.1.2.3:9000"]
+    settings.HTTP_EXPORT_URL = ""
+
+    public = client.get("/report/openapi.json").content.decode()
+    url = json.loads(public)["components"]["schemas"]["HttpExportParams"]["properties"]["url"]
+    assert "data.internal" not in public and "10\\\\.1\\\\.2\\\\.3" not in public and "9000" not in public
+    assert re.fullmatch(url["pattern"], "https://data.internal:8443/x.json")
+
+    known = client.get("/report/openapi.json", HTTP_AUTHORIZATION=f"Bearer {api_token}").json()
+    pattern = known["components"]["schemas"]["HttpExportParams"]["properties"]["url"]["pattern"]
+    assert "data\\.internal:8443" in pattern and not re.fullmatch(pattern, "https://other.example/x.json")

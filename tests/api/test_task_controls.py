@@ -148,3 +148,15 @@ def test_stop_records_the_attempt_as_stopped_and_cancels_or_retries(
     assert post(operator, f"/report/task/{other.public_id}/stop", {"attempt": 2}).status_code == 409
     assert ReportTask.objects.get(pk=other.pk).status == TaskStatus.RUNNING
     assert post(operator, f"/report/task/{other.public_id}/stop", {"then": "later"}).status_code == 422
+
+
+def test_the_client_reads_that_its_task_was_stopped_but_not_the_operators_note(alice, operator):
+    task = running_task(owner=alice.token)
+    note = "client 42 floods the export source"
+    assert post(operator, f"/report/task/{task.public_id}/stop", {"reason": note}).status_code == 200
+
+    status = alice.get(f"/report/task/{task.public_id}/status")
+
+    assert status.json()["last_error"] == "stopped by an operator"
+    assert note not in status.content.decode()
+    assert note in TaskAttempt.objects.get(task=task).error_message  # the console still shows it

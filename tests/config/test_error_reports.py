@@ -1,6 +1,7 @@
 """With DEBUG on, the error page shows settings, the request's META (the environment, under
 runserver) and the frames' locals: none of them may show a password, token or webhook."""
 
+import json
 import sys
 
 import pytest
@@ -12,13 +13,16 @@ from config.error_reports import mask_url_secrets
 WEBHOOK = "https://oapi.dingtalk.com/robot/send?access_token=robot-token-4f1c9e"
 DATABASE_URL = "postgres://reports:db-pass-8d2a@db.internal:5432/reports"
 REDIS_URL = "redis://:redis-pass-77e1@redis.internal:6379/0"
-SECRETS = ("robot-token-4f1c9e", "db-pass-8d2a", "redis-pass-77e1", "export-pass-5b5b")
+# A channel's secret may be a path segment of its URL, which no URL rule can tell from a name.
+ALERT_CHANNELS = json.dumps([{"name": "ops", "type": "slack", "url": "https://hooks.example/s/chan-9c9c1d"}])
+SECRETS = ("robot-token-4f1c9e", "db-pass-8d2a", "redis-pass-77e1", "export-pass-5b5b", "chan-9c9c1d")
 
 
 @pytest.fixture
 def production_like(settings):
     settings.DEBUG = True
     settings.DINGTALK_WEBHOOK = WEBHOOK
+    settings.ALERT_CHANNELS = ALERT_CHANNELS
     settings.DATABASE_URL = DATABASE_URL
     settings.REDIS_URL = REDIS_URL
     settings.RQ_QUEUES = {"default": {"URL": REDIS_URL}}
@@ -37,7 +41,10 @@ def _error_page(request) -> str:
 
 @pytest.mark.parametrize("accept", ["text/html", "text/plain"])
 def test_debug_page_masks_urls_webhook_and_environment(production_like, accept):
-    environment = {"DATABASE_URL": DATABASE_URL, "REDIS_URL": REDIS_URL, "DINGTALK_WEBHOOK": WEBHOOK}
+    environment = {
+        "DATABASE_URL": DATABASE_URL, "REDIS_URL": REDIS_URL, "DINGTALK_WEBHOOK": WEBHOOK,
+        "ALERT_CHANNELS": ALERT_CHANNELS,
+    }
     request = RequestFactory().get("/console/", HTTP_ACCEPT=accept, **environment)
     page = _error_page(request)
     assert "DINGTALK_WEBHOOK" in page and "the report backend is down" in page

@@ -1,1 +1,1 @@
-from tests.planner import start_planner  # noqa: F401 (a fixture: the replay planner as a process)
+from tests.housekeeper import start_housekeeper  # noqa: F401 (a fixture: the housekeeper as a process)

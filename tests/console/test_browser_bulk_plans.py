@@ -1,5 +1,5 @@
 """Canary replays and scheduled runs as an operator drives them: a real browser, the live server,
-real RQ workers and a real planner (`run_scheduled_replays --loop`). At 1280 px the canary with
+real RQ workers and a real housekeeper (`manage.py housekeeper`). At 1280 px the canary with
 the upstream still broken (it stops and says why) and fixed (it carries on by itself); at 390 x 844
 the confirm form with its canary fieldset and start time, the scheduled run, and its cancel."""
 
@@ -37,13 +37,13 @@ def start_canary_from_the_list(page, *, total: int, canary: str, share: str):
 
 
 def test_a_canary_with_the_upstream_still_broken_stops_after_it_and_says_why(
-    page, operator, start_worker, start_planner, fast_retries
+    page, operator, start_worker, start_housekeeper, fast_retries
 ):
     fast_retries.REPORT_MAX_ATTEMPTS = 1
     made = letters(12, params={"fail_attempts": 99})
     start_worker()
     start_worker()
-    start_planner()
+    start_housekeeper()
 
     start_canary_from_the_list(page, total=12, canary="4", share="0.75")
 
@@ -58,12 +58,12 @@ def test_a_canary_with_the_upstream_still_broken_stops_after_it_and_says_why(
 
 
 def test_a_canary_with_the_upstream_fixed_carries_on_by_itself_to_the_end(
-    page, operator, start_worker, start_planner
+    page, operator, start_worker, start_housekeeper
 ):
     letters(12, params={"fail_attempts": 0})
     start_worker()
     start_worker()
-    start_planner()
+    start_housekeeper()
 
     start_canary_from_the_list(page, total=12, canary="4", share="0.75")
 

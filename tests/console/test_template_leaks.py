@@ -77,3 +77,34 @@ def test_no_console_page_shows_template_source(client):
     leaks["403"] = [m for m in ("{#", "{%", "#}", "%}") if m in body]
     assert {path: found for path, found in leaks.items() if found} == {}
     assert len(leaks) == len(pages) + 2
+
+
+BIDI_CONTROLS = {  # the marks, embeddings, overrides and isolates
+    "\u061c", "\u200e", "\u200f",
+    *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)),
+}
+
+
+def test_no_console_page_lets_a_client_batch_name_reorder_what_it_shows(client):
+    """A client names its batch; a right-to-left override in the name would turn the text after
+    it around on the operator's screen. The console shows such characters as their escapes."""
+    letters = seed_realistic()
+    replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
+    BulkAction.objects.create(
+        action="archive", status="completed", total=2, processed=2, succeeded=2, actor="op"
+    )
+    batch = ReportBatch.objects.get()
+    ReportBatch.objects.filter(pk=batch.pk).update(name="invoice\u202egpj.exe\u2066x\u2069\u200f")
+    user = get_user_model().objects.create_user("op", "op@example.invalid", "pw-op-12345", is_staff=True)
+    user.groups.add(operators_group())
+    client.force_login(user)
+    pages = every_console_page(letters) + [
+        (f"/console/dead-letters/?status=all&batch={batch.public_id}", {}),
+        (f"/console/tasks/?batch={batch.public_id}", {}),
+    ]
+    shown = {}
+    for path, headers in pages:
+        body = client.get(path, **headers).content.decode()
+        shown[path] = sorted({f"U+{ord(char):04X}" for char in body if char in BIDI_CONTROLS})
+    assert {path: chars for path, chars in shown.items() if chars} == {}
+    assert "invoice\\u202egpj.exe" in client.get("/console/batches/").content.decode()

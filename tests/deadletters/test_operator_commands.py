@@ -59,6 +59,22 @@ def test_export_writes_the_filtered_letters_as_jsonl_and_csv(tmp_path):
     assert sorted(int(row["id"]) for row in read) == sorted([letter.pk for letter in wanted] + [archived.pk])
 
 
+def test_the_csv_export_holds_no_formula_a_spreadsheet_would_run():
+    """Error messages and params come from clients and sources: a cell starting with = + - @, a tab
+    or a carriage return gets a leading apostrophe; a plain number stays as it is."""
+    attacks = ['=HYPERLINK("http://x.invalid","y")', "+1+cmd", "-2+3", "@SUM(A1)", "\t=1", "\r=1"]
+    for message in attacks:
+        make_dead_letter(error_message=message, error_type="-5", params={"formula": "=1+1"})
+
+    out, _ = run("export_deadletters", "--format", "csv")
+
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [row["error_message"] for row in rows] == ["'" + message for message in attacks]
+    assert {row["error_type"] for row in rows} == {"-5"}
+    assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row.values()
+                   if cell != "-5")
+
+
 def test_export_fails_loudly_on_a_bad_filter_or_path(tmp_path):
     with pytest.raises(CommandError, match="fingerprint"):
         run("export_deadletters", "--fingerprint", "xyz")

@@ -1,4 +1,4 @@
-"""Every relative link and anchor in README.md and docs/*.md leads somewhere.
+"""Every relative link and anchor in README.md, docs/*.md and docs/zh/*.md leads somewhere.
 
 A link (or image) to a file must name a file or directory of the checkout; `page.md#anchor` and
 `#anchor` must match a heading of that page by GitHub's slug rules, which are what a reader's
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         *sorted((ROOT / "docs" / "zh").glob("*.md"))]
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
@@ -110,8 +111,10 @@ def test_every_relative_link_and_anchor_leads_somewhere(page):
 
 
 def test_the_docs_pages_exist():
-    names = {p.name for p in PAGES}
-    assert {"README.md", "operators.md", "api.md", "architecture.md", "performance.md"} <= names
+    names = {str(p.relative_to(ROOT)) for p in PAGES}
+    pages = ("runbook", "console", "api", "deploy", "settings", "architecture", "performance")
+    translated = {"docs/zh/runbook.md", "docs/zh/console.md"}
+    assert {"README.md", *(f"docs/{page}.md" for page in pages), *translated} <= names
 
 
 @pytest.mark.parametrize(

@@ -98,3 +98,31 @@ def test_an_attempt_directory_made_ahead_takes_the_file_and_nothing_else_changes
     assert stored(tmp_path, "ahead", 2) == "reports/ahead/attempt-2/probe.csv"
     remove_attempt_output("ahead", 2)
     assert not (media_root / "reports" / "ahead" / "attempt-2").exists()
+
+
+def test_a_storage_error_names_the_stored_file_not_the_servers_media_root(media_root, tmp_path):
+    """The error becomes the attempt's: in dead letters, alert cards and the API. It names the file
+    as the store knows it, never the server's absolute MEDIA_ROOT."""
+    from reports.services import FailureInfo
+
+    (media_root / "reports").mkdir(parents=True)
+    (media_root / "reports" / "blocked").write_text("a file where the task's directory goes")
+    with pytest.raises(OSError) as failed:
+        stored(tmp_path, "blocked", 1)
+    failure = FailureInfo.from_exception(failed.value)
+    assert "Not a directory: 'MEDIA_ROOT/reports/blocked/attempt-1'" in failure.message
+    assert str(media_root) not in failure.message and str(media_root) not in failure.traceback
+    assert failure.retriable
+
+
+def test_removing_the_last_attempts_files_leaves_no_empty_directory(media_root, tmp_path):
+    from reports.outputs import prepare_attempt_dir
+
+    prepare_attempt_dir("dies", 1)
+    remove_attempt_output("dies", 1)
+    prepare_attempt_dir("retried", 1)
+    stored(tmp_path, "retried", 2)
+    remove_attempt_output("retried", 1)
+
+    assert sorted(path.name for path in (media_root / "reports").iterdir()) == ["retried"]
+    assert [path.name for path in (media_root / "reports" / "retried").iterdir()] == ["attempt-2"]

@@ -1,6 +1,6 @@
 """docs/deploy.md, followed on one machine: the page's own files and commands bring up PostgreSQL's
 role and database, a Redis master, its replica and three sentinels, SeaweedFS's S3, nginx with TLS,
-gunicorn, two workers, the reaper, the alert sender and the replay planner; reports submitted over HTTPS through nginx
+gunicorn, two workers and the housekeeper; reports submitted over HTTPS through nginx
 complete with their files in the bucket, before and after the Redis master is SIGKILLed.
 
 How the page is read (tests/system/deploy_doc.py): a code block is a file when the line above it is
@@ -72,9 +72,8 @@ PAGE_FILES = {
     ENV_FILE, MANAGE, "/etc/nginx/sites-available/report-console", "/etc/seaweedfs/s3.json",
     "/etc/redis/redis-master.conf", "/etc/redis/redis-replica.conf", "/etc/redis/sentinel-1.conf",
     "/etc/redis/sentinel-2.conf", "/etc/redis/sentinel-3.conf",
-    *(UNITS + name for name in ("report-web.service", "report-worker@.service", "report-reaper.service",
-                                "report-sender.service", "report-planner.service", "report-archive.service",
-                                "report-archive.timer", "seaweedfs.service")),
+    *(UNITS + name for name in ("report-web.service", "report-worker@.service", "report-housekeeper.service",
+                                "report-archive.service", "report-archive.timer", "seaweedfs.service")),
 }
 
 
@@ -365,8 +364,7 @@ def test_the_deploy_page_followed_on_one_machine(page, relocation, scratch_datab
         assert notes == HSTS_NOTES, notes
 
         for name, instance in (("report-web.service", ""), ("report-worker@.service", "1"),
-                               ("report-worker@.service", "2"), ("report-reaper.service", ""),
-                               ("report-sender.service", ""), ("report-planner.service", "")):
+                               ("report-worker@.service", "2"), ("report-housekeeper.service", "")):
             unit = units[name]
             label = name.replace("@.service", f"@{instance}").removesuffix(".service")
             processes.start(label, [relocation(arg) for arg in unit.argv(instance)],

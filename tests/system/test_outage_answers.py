@@ -111,7 +111,7 @@ def test_a_stopped_database_is_a_json_503_on_every_api_path_and_a_page_in_the_co
     private_postgres,
     subprocess_env,
 ):
-    database_url = private_postgres.create_database("site")
+    database_url = private_postgres.url
     env = dict(subprocess_env(), DATABASE_URL=database_url)
     _manage(env, "migrate", "--no-input", "-v", "0")
     token = _manage(env, "shell", "-c", SETUP).strip().splitlines()[-1]

@@ -10,9 +10,9 @@ from django.db import connection
 from django.utils import timezone
 
 from reports.errors import LeaseExpired, error_type_name
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import FailureInfo, record_attempt_failure, submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import horse_pid_of_running_attempt, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,10 +12,10 @@ from django.db import connection
 from django.utils import timezone
 
 from deadletters.models import DeadLetter
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import claim_task, submit_task
 from reports.services.enqueue import enqueue_attempt
-from reports.worker.reaper import reap_tasks
 from tests.conftest import (
     freeze_between_heartbeats,
     horse_pid_of_running_attempt,

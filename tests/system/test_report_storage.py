@@ -8,9 +8,9 @@ import signal
 import pytest
 from django.core.files.storage import storages
 
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import (
     freeze_between_heartbeats,
     has_exited,
@@ -165,3 +165,18 @@ def test_a_killed_horse_leaves_no_scratch_directory(start_worker, fast_retries, 
         message="the killed horse to be recorded",
     )
     wait_until(lambda: not leftover.parent.exists(), message="its scratch directory to go")
+
+
+def test_a_task_that_dies_leaves_nothing_in_the_store(report_storage, start_worker, fast_retries, media_root):
+    """A pool worker makes an attempt's directory ahead of its file; an attempt that fails takes it
+    back, and the task's own directory goes with the last one."""
+    start_worker()
+    dead = [
+        submit_task(kind="probe", params={"fail_permanently": True}).task,
+        submit_task(kind="probe", params={"fail_attempts": 5}).task,
+    ]
+    wait_until(lambda: all(status_of(task.pk) == TaskStatus.DEAD for task in dead), timeout=60,
+               message="both tasks to die")
+    assert not [name for task in dead for name in outputs_of(task)]
+    if report_storage == "filesystem":
+        assert not list((media_root / "reports").glob("*"))

@@ -2,9 +2,9 @@
 replica, three sentinels, all started here on free ports); the master is SIGKILLed mid-run.
 
 Just before the kill the replica is cut off and 20 more tasks are enqueued on the master alone:
-the failover loses their jobs, as an asynchronous replica does. The workers, the reaper and the
-web side (a live server probed over HTTP) reconnect to the promoted replica without a restart;
-the reaper re-enqueues the lost jobs from the database. Every task ends as its kind says (done, or dead for the
+the failover loses their jobs, as an asynchronous replica does. The workers, the housekeeper and
+the web side (a live server probed over HTTP) reconnect to the promoted replica without a restart;
+the housekeeper re-enqueues the lost jobs from the database. Every task ends as its kind says (done, or dead for the
 permanent failures), within its attempt budget; the console and the API answer 2xx or 503 (with
 Retry-After) throughout, never a 500. The failover figure, printed on every run (README,
 "Production"): the time from the kill to the completion of the first task dequeued after it.
@@ -132,7 +132,7 @@ class Prober(threading.Thread):
             time.sleep(0.2)
 
 
-def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
+def test_workers_web_and_housekeeper_ride_out_a_sentinel_failover(
     failover_settings, sentinel_cluster, subprocess_env, live_server, client, operator, api_token, tmp_path, capsys
 ):
     env = dict(
@@ -146,10 +146,10 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
     workers = [
         WorkerProcess(env, tmp_path / f"failover-worker-{n}.log", name=f"failover-worker-{n}") for n in (1, 2)
     ]
-    reaper_log = open(tmp_path / "reaper.log", "w")
-    reaper = subprocess.Popen(
-        [sys.executable, str(BASE_DIR / "manage.py"), "reap_tasks", "--loop", "--interval", "1"],
-        cwd=BASE_DIR, env=env, stdout=reaper_log, stderr=subprocess.STDOUT, start_new_session=True,
+    housekeeper_log = open(tmp_path / "housekeeper.log", "w")
+    housekeeper = subprocess.Popen(
+        [sys.executable, str(BASE_DIR / "manage.py"), "housekeeper"],
+        cwd=BASE_DIR, env=env, stdout=housekeeper_log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     prober = None
     try:
@@ -233,7 +233,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
         # Reconnected without a restart: both workers are the processes started before the kill.
         for worker in workers:
             assert worker.process.poll() is None, f"{worker.name} exited:\n{worker.output()[-3000:]}"
-        assert reaper.poll() is None, (tmp_path / "reaper.log").read_text()[-3000:]
+        assert housekeeper.poll() is None, (tmp_path / "housekeeper.log").read_text()[-3000:]
         worker_logs = "".join(worker.output() for worker in workers)
         assert "failover seen" in worker_logs, worker_logs[-3000:]
 
@@ -247,7 +247,7 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
             print(
                 f"\nfailover: master {old_master[0]}:{old_master[1]} SIGKILLed with {left} of {TASKS} tasks "
                 f"still to run on 2 workers ({connection.vendor}), {UNREPLICATED} of them enqueued after the "
-                f"replica was cut off ({lost} of those lost with the old master, re-enqueued by the reaper); "
+                f"replica was cut off ({lost} of those lost with the old master, re-enqueued by the housekeeper); "
                 f"sentinels promoted {promoted[0]}:{promoted[1]}; first task dequeued after "
                 f"the kill completed {failover_seconds:.2f}s after it; all {len(expected) + len(api_tasks)} tasks finished "
                 f"{drained_seconds:.1f}s after it"
@@ -258,6 +258,6 @@ def test_workers_web_and_reaper_ride_out_a_sentinel_failover(
             prober.stop.set()
         for worker in workers:
             worker.stop()
-        reaper.kill()
-        reaper.wait(10)
-        reaper_log.close()
+        housekeeper.kill()
+        housekeeper.wait(10)
+        housekeeper_log.close()

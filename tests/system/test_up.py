@@ -17,6 +17,7 @@ import redis
 
 from reports.management.commands.up import derived_addresses, local_host_port
 from tests.conftest import wait_until
+from tests.system.private_postgres import PrivatePostgres
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Variables the started `up` must not inherit from the test session (its own var dir decides).
@@ -30,6 +31,8 @@ INHERITED_SETTINGS = (
     "HTTP_EXPORT_URL",
     "HTTP_EXPORT_ALLOWED_HOSTS",
     "DINGTALK_WEBHOOK",
+    "TIME_ZONE",
+    "ALERT_LANGUAGE",
 )
 # `up` starts the replacement this soon (its backoff, 0.5 s, and its poll); the new worker then
 # needs as long as a Python process with Django needs to boot, which on a loaded machine is seconds
@@ -203,8 +206,11 @@ def test_a_killed_worker_is_restarted_while_the_site_keeps_answering_and_a_crash
 
 def test_addr_sets_the_alert_links_and_the_demo_source_to_that_address(up, fake_dingtalk):
     robot = fake_dingtalk(secret="", configure=False)
-    site = up(DINGTALK_WEBHOOK=robot.webhook, ALERTS_SEND_INTERVAL="0.5")
+    site = up(DINGTALK_WEBHOOK=robot.webhook)
+    # One housekeeper runs every periodic duty (no reaper, sender or planner of their own).
+    wait_until(lambda: "housekeeper started" in site.output(), timeout=60, message="the housekeeper's start")
     output = site.output()
+    assert not any(f"\n{name} " in output for name in ("reaper", "alerts", "planner")), output[-3000:]
     assert f"CONSOLE_BASE_URL=http://127.0.0.1:{site.port}  (from --addr)" in output
     assert f"HTTP_EXPORT_URL=http://127.0.0.1:{site.port}/report/demo/orders.json  (from --addr)" in output
     assert f"HTTP_EXPORT_ALLOWED_HOSTS=127.0.0.1:{site.port}  (from --addr)" in output
@@ -245,6 +251,19 @@ def test_addr_sets_the_alert_links_and_the_demo_source_to_that_address(up, fake_
     cards = json.dumps([message.body for message in robot.received])
     assert f"http://127.0.0.1:{site.port}/console/" in cards, cards[:2000]
     assert "127.0.0.1:8000" not in cards
+
+
+def test_the_default_source_from_the_environment_is_not_printed(up):
+    """HTTP_EXPORT_URL may carry the source's credentials (a password, a key in its path or query):
+    `up` says it is set, not what it is."""
+    secrets = ("export-pass-5b5b", "k3y-77aa", "q-key-99")
+    url = f"https://exporter:{secrets[0]}@data.internal/v1/{secrets[1]}/orders.json?apikey={secrets[2]}"
+    site = up(HTTP_EXPORT_URL=url)
+    output = site.output()
+    assert "HTTP_EXPORT_URL=(set; not shown" in output
+    assert not [secret for secret in secrets if secret in output]
+    # The team's time zone and alert language are said at start (Chinese alerts: Shanghai time).
+    assert "times shown in Asia/Shanghai, alerts in zh-hans" in output
 
 
 def test_explicit_environment_values_win_over_the_derived_addresses():
@@ -303,5 +322,24 @@ def test_a_killed_embedded_redis_is_restarted_and_the_system_works_on_without_a_
 
     wait_until(lambda: status() == "done", timeout=90, message="a task submitted after the restart to be done")
     assert site.process.poll() is None
+    assert "housekeeper started" in site.output() and "housekeeper exited" not in site.output()  # rode it out
     assert site.stop() == 0
     assert new_redis_pid() is None  # stopped with the rest, last
+
+
+def test_up_waits_for_a_database_that_does_not_answer_yet_and_then_starts(tmp_path_factory):
+    database = PrivatePostgres()  # initialised, not started: a PostgreSQL still coming up beside `up`
+    site = UpProcess(tmp_path_factory.mktemp("up") / "var", free_port(), DATABASE_URL=database.url)
+    try:
+        wait_until(lambda: "the database does not answer; waiting for it" in site.output()
+                   or site.process.poll() is not None, timeout=60, message="`up` to wait for the database")
+        assert site.process.poll() is None, site.output()[-3000:]
+        database.start()
+        wait_until(lambda: site.process.poll() is not None
+                   or (answers(f"{site.base}/healthz") and len(site.workers()) == 2),
+                   timeout=120, message="`up` to start everything once the database answers")
+        assert site.process.poll() is None, site.output()[-3000:]
+        assert "the database answers" in site.output()
+    finally:
+        site.stop()
+        database.remove()

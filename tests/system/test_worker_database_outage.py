@@ -8,9 +8,9 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import F
 
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services import submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,9 +7,9 @@ import zlib
 import pytest
 from rq import Queue
 
+from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services import submit_task
-from reports.worker.reaper import reap_tasks
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

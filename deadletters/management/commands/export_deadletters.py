@@ -7,6 +7,7 @@ from django.utils.translation import ngettext
 
 from deadletters.filters import filtered_dead_letters
 from deadletters.management.filter_options import add_filter_options, filters_from_options
+from reports.kinds.base import neutralise_cell
 
 FIELDS = (
     "id", "task_id", "kind", "status", "error_type", "error_message", "fingerprint", "attempts",
@@ -53,7 +54,9 @@ class Command(BaseCommand):
             for letter in letters.iterator(chunk_size=2000):
                 row = _row(letter)
                 if writer:
-                    writer.writerow({**row, "params": json.dumps(row["params"], ensure_ascii=False)})
+                    # Messages and params come from clients and sources: no cell a spreadsheet would run.
+                    row["params"] = json.dumps(row["params"], ensure_ascii=False)
+                    writer.writerow({name: neutralise_cell(value) for name, value in row.items()})
                 else:
                     stream.write(json.dumps(row, ensure_ascii=False) + "\n")
                 written += 1

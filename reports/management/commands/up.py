@@ -2,20 +2,24 @@ import os
 import re
 import secrets
 import sys
+import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management import call_command, get_commands
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.management.commands.runserver import naiveip_re
 
+from config.backoff import backoff_delay, doubling
 from config.embedded_redis import RedisServer
+from config.health import dependencies_down
 from config.secret_files import write_private_once
 from config.supervisor import Child, Supervisor
 
 DEMO_SOURCE_PATH = "/report/demo/orders.json"
 # Hosts that listen everywhere: the links and the demo fetch use loopback instead.
 WILDCARD_HOSTS = {"0.0.0.0", "[::]", "::"}
+WAIT_STEPS = doubling(0.5, 5.0)
 
 
 def derived_addresses(addr: str, environ: dict[str, str], *, demo_setup: bool) -> dict[str, str]:
@@ -44,9 +48,9 @@ def local_host_port(addr: str) -> str:
 class Command(BaseCommand):
     help = (
         "Start the whole system in the foreground: an embedded redis-server (unless REDIS_URL is set), "
-        "migrations, an admin login, demo data, the web server, RQ workers with the scheduler, the reaper "
-        "the alert sender and the replay planner. A child that exits (the embedded redis-server too) is "
-        "restarted; Ctrl-C stops everything."
+        "migrations, an admin login, demo data, the web server, RQ workers with the scheduler and the "
+        "housekeeper. A child that exits (the embedded redis-server too) is restarted; a database that "
+        "does not answer is waited for. Ctrl-C stops everything."
     )
 
     def add_arguments(self, parser):
@@ -74,6 +78,7 @@ class Command(BaseCommand):
             ).start(own_session=True)
             self.stdout.write(f"embedded redis-server on {redis_server.url}")
         try:
+            self._wait_for_the_database()
             call_command("migrate", verbosity=0, interactive=False)
             password = self._ensure_admin()
             if not no_seed:
@@ -89,19 +94,23 @@ class Command(BaseCommand):
                                          starts=1, process=redis_server.process))
             for n in range(1, workers + 1):
                 children.append(Child(f"worker{n}", self._worker_argv(manage, n, worker_class)))
-            children.append(Child("reaper", lambda _start: manage + ["reap_tasks", "--loop"]))
-            for name, argv in self.extra_processes(manage).items():
-                children.append(Child(name, lambda _start, argv=argv: argv))
+            children.append(Child("housekeeper", lambda _start: manage + ["housekeeper"]))
             for name in ("CONSOLE_BASE_URL", "HTTP_EXPORT_URL", "HTTP_EXPORT_ALLOWED_HOSTS"):
                 if name in env or name in derived:
                     origin = "from --addr" if name in derived else "from the environment"
-                    self.stdout.write(f"{name}={env.get(name, '')}  ({origin})")
+                    value = env.get(name, "")
+                    if name == "HTTP_EXPORT_URL" and name not in derived and value.strip():
+                        value = "(set; not shown: it may hold the source's credentials)"
+                    self.stdout.write(f"{name}={value}  ({origin})")
+            self.stdout.write(f"times shown in {settings.TIME_ZONE}, alerts in {settings.ALERT_LANGUAGE} "
+                              "(set TIME_ZONE and ALERT_LANGUAGE to change them)")
             self.stdout.write(self.style.SUCCESS(self.console_line(host_port, password)))
             exit_code = Supervisor(
                 children,
                 env,
                 restart_limit=settings.UP_RESTART_LIMIT,
                 restart_window=settings.UP_RESTART_WINDOW,
+                dependencies_down=dependencies_down,
             ).run()
             if exit_code:
                 raise SystemExit(exit_code)
@@ -126,13 +135,17 @@ class Command(BaseCommand):
 
         return argv
 
-    def extra_processes(self, manage):
-        """Further long-running duties of installed apps, as name -> argv: the alert sender, and
-        the replay planner (scheduled bulk runs, canary verdicts). Named, never imported: this
-        layer knows nothing of the apps above it."""
-        commands = get_commands()
-        duties = {"alerts": "send_alerts", "planner": "run_scheduled_replays"}
-        return {name: manage + [command, "--loop"] for name, command in duties.items() if command in commands}
+    def _wait_for_the_database(self) -> None:
+        """Until the database answers (a PostgreSQL starting beside `up`, or restarting), asking
+        again with backoff; said once."""
+        tries = 0
+        while "database" in dependencies_down(only=("database",)):
+            if not tries:
+                self.stderr.write("the database does not answer; waiting for it (Ctrl-C stops)")
+            tries += 1
+            time.sleep(backoff_delay(tries, WAIT_STEPS))
+        if tries:
+            self.stdout.write("the database answers")
 
     @staticmethod
     def console_line(addr: str, password: str | None) -> str:

@@ -44,3 +44,9 @@ def channels(settings):
     yield start
     for fake in started:
         fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def english_alerts(settings):
+    """These tests read the words of English alerts unless they set ALERT_LANGUAGE themselves."""
+    settings.ALERT_LANGUAGE = "en"

@@ -10,12 +10,13 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
+from django.db.models import Min
 from rq import Queue
 
 from config.embedded_redis import free_port
 from deadletters.alerts.health import alert_health
 from deadletters.alerts.outbox import KICK_KEY, enqueue_batch_summary_alert
-from deadletters.alerts.sender import send_pending_alerts
+from deadletters.alerts.sender import FOLD_SECONDS, send_due_alerts
 from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter
 from deadletters.selectors.letters import alerts_for_dead_letter
 from reports.models import ReportBatch, ReportTask, TaskStatus
@@ -25,18 +26,37 @@ from tests.dingtalk_fake import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+def send_pending_alerts(**kwargs):
+    """One pass; the robot is the only channel here."""
+    [report] = send_due_alerts(**kwargs)
+    return report
+
+
 CONSOLE = "https://console.example.invalid"
 
 
 ALERT_TEXTS = {
     # ALERT_LANGUAGE: (title start, heading, a field line, the buttons), each in that language alone.
-    "zh-hans": ("[报表告警] 报表死信告警：sales_summary", "### 报表死信告警", "尝试次数:** 1", ["查看死信", "重放确认"]),
-    "en": ("[报表告警] Report dead letter: sales_summary", "### Report dead letter", "Attempts:** 1", ["Open dead letter", "Replay (confirm)"]),
+    "zh-hans": (
+        "[报表告警] 新原因：sales_summary",
+        "### 新原因：sales_summary",
+        "- 尝试次数：1",
+        ["查看死信", "重放这一条", "重放该原因（1）…"],
+    ),
+    "en": (
+        "[报表告警] New cause: sales_summary",
+        "### New cause: sales_summary",
+        "- Attempts: 1",
+        ["Open dead letter", "Replay this one", "Replay the cause (1)…"],
+    ),
 }
 
 
 @pytest.mark.parametrize("language", ["zh-hans", "en"])
-def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, redis_conn, settings, language):
+def test_one_death_sends_one_signed_action_card_with_both_links(
+    fake_dingtalk, redis_conn, settings, language
+):
     settings.ALERT_LANGUAGE = language
     robot = fake_dingtalk(keyword="报表告警")
     title, heading, field, buttons = ALERT_TEXTS[language]
@@ -61,8 +81,7 @@ def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, r
         heading,
         str(letter.task.public_id),
         "sales_summary",
-        "reports.errors.PermanentError",
-        "region 'north' does not exist second line",
+        "PermanentError: region 'north' does not exist second line",
         field,
     ):
         assert expected in card["text"], expected
@@ -72,10 +91,11 @@ def test_one_death_sends_one_signed_action_card_with_both_links(fake_dingtalk, r
     if language == "en":
         assert not re.search(r"[\u4e00-\u9fff]", card["text"].replace("报表告警", ""))
     else:
-        assert "Report" not in card["text"] and "Attempts" not in card["text"]
+        assert "New cause" not in card["text"] and "Attempts" not in card["text"]
     assert [b["actionURL"] for b in card["btns"]] == [
         f"{CONSOLE}/console/dead-letters/{letter.pk}/",
         f"{CONSOLE}/console/dead-letters/{letter.pk}/replay/",
+        f"{CONSOLE}/console/bulk/preview/?action=replay&fingerprint={letter.fingerprint}",
     ]
     alert.refresh_from_db()
     message = alert.message
@@ -128,7 +148,7 @@ def test_without_a_webhook_alerts_are_recorded_as_skipped(settings, redis_conn):
     assert not Queue("high", connection=redis_conn).job_ids and not redis_conn.exists(KICK_KEY)
     out = io.StringIO()
     call_command("send_alerts", stdout=out)
-    assert "sent 0 message(s)" in out.getvalue()
+    assert "no alert channel configured" in out.getvalue()
     health = alert_health()
     assert not health.configured and health.skipped == 1 and not health.ok
     with pytest.raises(CommandError, match="DINGTALK_WEBHOOK is not set"):
@@ -201,7 +221,7 @@ def test_robot_down_for_a_while_then_back_delivers_every_alert(fake_dingtalk):
         assert report.sent_messages == 0
     assert Alert.objects.filter(status=AlertStatus.PENDING).count() == 8
     errors = set(AlertMessage.objects.exclude(last_error="").values_list("last_error", flat=True))
-    assert errors == {"timeout: no answer from DingTalk within 1s"}
+    assert errors == {"timeout: no answer within 1s"}
 
     robot.set_mode("ok")
     for _ in range(10):
@@ -216,11 +236,11 @@ def test_robot_down_for_a_while_then_back_delivers_every_alert(fake_dingtalk):
     assert not AlertMessage.objects.exclude(status=AlertStatus.SENT).exists()
 
 
-def test_send_failures_end_in_failed_after_the_budget_and_retry_failed_resends(fake_dingtalk, settings):
+def test_refused_sends_end_in_failed_after_the_budget_and_retry_failed_resends(fake_dingtalk, settings):
     settings.DINGTALK_MAX_SEND_ATTEMPTS = 2
     clock = FakeClock()
     robot = fake_dingtalk(clock=clock)
-    robot.set_mode("500")
+    settings.DINGTALK_WEBHOOK = robot.webhook.replace(robot.token, "revoked-token")  # errcode 300001
     letter = make_death()
 
     send_pending_alerts(clock=clock)
@@ -230,24 +250,24 @@ def test_send_failures_end_in_failed_after_the_budget_and_retry_failed_resends(f
     alert = Alert.objects.get(dead_letter=letter)
     assert report.failed_messages == 1
     assert alert.status == AlertStatus.FAILED and alert.message.status == AlertStatus.FAILED
-    assert alert.message.attempts == 2 and alert.message.last_error.startswith("HTTP 500")
+    assert alert.message.attempts == 2 and alert.message.last_error == "errcode 300001: token is not exist"
     assert alert_health(clock=clock).failed == 1
     clock.advance(1800)
     assert send_pending_alerts(clock=clock).sent_messages == 0  # failed stays failed
 
-    robot.set_mode("ok")
+    settings.DINGTALK_WEBHOOK = robot.webhook
     call_command("send_alerts", "--retry-failed", stdout=io.StringIO())
 
     alert.refresh_from_db()
     assert alert.status == AlertStatus.SENT
-    assert robot.uuid_counts() == {str(alert.message.msg_uuid): 3}
+    assert robot.uuid_counts()[str(alert.message.msg_uuid)] == 3  # 2 refused, then the same uuid accepted
 
 
 def test_errcode_130101_backs_the_whole_robot_off_for_ten_minutes(fake_dingtalk, settings):
     clock = FakeClock()
     # The robot is shared with another system, so DingTalk says "too fast" before our own budget.
     robot = fake_dingtalk(clock=clock, limit_per_minute=3)
-    letters = [make_death(message=f"burst {i}") for i in range(4)]
+    letters = [make_death(error_type=f"app.errors.Burst{c}", message="burst") for c in "ABCD"]
 
     report = send_pending_alerts(clock=clock)
 
@@ -293,7 +313,7 @@ def test_secret_and_token_never_reach_logs_or_database(fake_dingtalk, settings, 
     clock.advance(61)
     send_pending_alerts(clock=clock)
     refused = AlertMessage.objects.filter(last_error__contains="ConnectionError").get()
-    assert "access_token=<redacted>" in refused.last_error
+    assert "<redacted>" in refused.last_error and robot.token not in refused.last_error
     settings.DINGTALK_WEBHOOK, settings.DINGTALK_SECRET = robot.webhook, "SECwrong-secret-for-the-test"
     make_death(message="bad signature")
     clock.advance(61)
@@ -323,16 +343,21 @@ def test_secret_and_token_never_reach_logs_or_database(fake_dingtalk, settings, 
         assert value not in stored, f"{value[:6]}... leaked into the database"
 
 
-def test_dingtalk_test_command_prints_dingtalks_answer(fake_dingtalk):
+def test_dingtalk_test_command_prints_dingtalks_answer(fake_dingtalk, settings):
+    settings.ALERT_LANGUAGE = "zh-hans"
     robot = fake_dingtalk(keyword="告警")
     out = io.StringIO()
 
     call_command("dingtalk_test", "--text", "set up by ops", stdout=out)
 
     assert 'DingTalk answer: {"errcode": 0, "errmsg": "ok"}' in out.getvalue()
+    assert (
+        f"the card's links open {CONSOLE}" in out.getvalue()
+        or "CONSOLE_BASE_URL is not set" in out.getvalue()
+    )
     assert "OK: DingTalk accepted the message" in out.getvalue()
     [received] = robot.received
-    assert "报表告警测试" in received.card["title"] and "set up by ops" in received.card["text"]
+    assert "报表控制台测试消息" in received.card["title"] and "set up by ops" in received.card["text"]
 
 
 def test_at_mobiles_and_desktop_wrapped_links(fake_dingtalk, settings):
@@ -356,7 +381,8 @@ def test_at_mobiles_and_desktop_wrapped_links(fake_dingtalk, settings):
     assert wrapped in text
 
 
-def test_batch_summary_alert_links_to_the_batch_filter(fake_dingtalk):
+def test_batch_summary_alert_links_to_the_batch_filter(fake_dingtalk, settings):
+    settings.ALERT_LANGUAGE = "zh-hans"
     robot = fake_dingtalk()
     batch = ReportBatch.objects.create(name="month-end", total=3)
     with transaction.atomic():
@@ -366,5 +392,68 @@ def test_batch_summary_alert_links_to_the_batch_filter(fake_dingtalk):
 
     [received] = robot.accepted
     card = received.card
-    assert "报表批次完成" in card["title"] and "month-end" in card["text"]
+    assert "批次完成：month-end（1 条死信）" in card["title"] and "month-end" in card["text"]
     assert card["singleURL"] == f"{CONSOLE}/console/dead-letters/?batch={batch.public_id}"
+
+
+def test_nine_deaths_of_one_cause_in_eleven_seconds_make_two_pushes_counting_all_nine(
+    fake_dingtalk, settings
+):
+    settings.ALERT_LANGUAGE = "zh-hans"
+    clock = FakeClock()
+    robot = fake_dingtalk(clock=clock)
+    letters = []
+    for i in range(9):  # each death kicks a pass, as its commit does
+        letters.append(make_death(kind="sales_summary", message=f"upstream 502 after {i} ms"))
+        send_pending_alerts(clock=clock)
+        clock.advance(11 / 8)
+    assert len(robot.accepted) == 1  # the cause's card; the others wait to be folded
+    clock.advance(FOLD_SECONDS)
+    send_pending_alerts(clock=clock)
+
+    assert len(robot.received) == 2 and len(robot.accepted) == 2
+    counted = sum(AlertMessage.objects.get(msg_uuid=r.msg_uuid).alerts.count() for r in robot.accepted)
+    assert counted == 9 and not Alert.objects.exclude(status=AlertStatus.SENT).exists()
+    follow_up = robot.accepted[1].card
+    assert (
+        follow_up["title"].startswith("又有 8 条：PermanentError: upstream")
+        and "最近 6 分钟内又有 8 条" in follow_up["text"]
+    )
+    assert follow_up["btns"][-1]["title"] == "重放该原因（9）…"
+
+
+def test_a_robot_down_five_minutes_drains_at_once_oldest_first(fake_dingtalk):
+    clock = FakeClock()
+    robot = fake_dingtalk(clock=clock)
+    robot.set_mode("500")
+    started = clock()
+    for i in range(100):  # 100 deaths of 10 causes over five minutes, a pass after each
+        make_death(error_type=f"app.errors.Cause{i % 10}", message="upstream refused")
+        send_pending_alerts(clock=clock)
+        clock.advance(3)
+    assert (
+        clock() - started >= 300 and not robot.accepted and len(robot.received) <= 15
+    )  # probed, not hammered
+    robot.set_mode("ok")
+    recovered = clock()
+    while Alert.objects.filter(status=AlertStatus.PENDING).exists() and clock() - recovered < 120:
+        send_pending_alerts(clock=clock)
+        clock.advance(1)
+
+    assert Alert.objects.filter(status=AlertStatus.SENT).count() == 100
+    assert max(r.at for r in robot.accepted) - recovered <= 60  # within one budget window
+    firsts = [
+        AlertMessage.objects.get(msg_uuid=r.msg_uuid).alerts.aggregate(m=Min("id"))["m"]
+        for r in robot.accepted
+    ]
+    assert firsts == sorted(firsts) and firsts[0] == Alert.objects.aggregate(m=Min("id"))["m"]  # oldest first
+    assert 130101 not in robot.answers() and len(robot.accepted) <= 20
+
+
+def test_dingtalk_test_fails_at_once_without_redis_and_names_its_links(fake_dingtalk, settings):
+    robot = fake_dingtalk()
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    with pytest.raises(CommandError, match=r"manage.py up"):
+        call_command("dingtalk_test", stdout=io.StringIO())
+    assert time.monotonic() - started < 5 and not robot.received

@@ -1,5 +1,7 @@
-"""Alert storms and crashes: rate limit and coalescing under 10,000 deaths, a sender SIGKILLed
-between send and mark, several senders at once. Real Redis, real HTTP, real processes."""
+"""Alert storms and crashes: rate limit and coalescing under 10,000 deaths (on the robot alone,
+and on the robot with three channels of their own budgets: every channel within its documented
+limit, every death counted on every channel), a sender SIGKILLed between send and mark, several
+senders at once. Real Redis, real HTTP, real processes."""
 
 import os
 import re
@@ -12,8 +14,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from deadletters.alerts.messages import dead_letter_payload
-from deadletters.alerts.sender import send_pending_alerts
+from deadletters.alerts.channels import configured_channels
+from deadletters.alerts.outbox import dead_letter_payload
+from deadletters.alerts.sender import FOLD_SECONDS, send_due_alerts
 from deadletters.fingerprints import fingerprint
 from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter
 from reports.models import ReportTask, TaskStatus
@@ -21,6 +24,18 @@ from tests.conftest import BASE_DIR, make_death, wait_until
 from tests.dingtalk_fake import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)
+LIMITS = {"feishu": [(60, 100), (1, 5)], "wecom": [(60, 20)], "slack": [(1, 1), (60, 60)]}
+
+
+@pytest.fixture(autouse=True)
+def chinese_alerts(settings):
+    settings.ALERT_LANGUAGE = "zh-hans"
+
+
+def send_pending_alerts(**kwargs):
+    """One pass over every channel; returns the robot's report."""
+    return send_due_alerts(**kwargs)[0]
+
 
 CAUSES = [f"app.errors.Failure{chr(ord('A') + i)}" for i in range(25)]  # 25 fingerprints
 KINDS = ["sales_summary", "http_export", "probe"]
@@ -66,8 +81,14 @@ def _bulk_deaths(count: int, start: int) -> list[DeadLetter]:
     )
     Alert.objects.bulk_create(
         [
-            Alert(dead_letter=dl, fingerprint=dl.fingerprint, payload=dead_letter_payload(dl))
+            Alert(
+                channel=channel.name,
+                dead_letter=dl,
+                fingerprint=dl.fingerprint,
+                payload=dead_letter_payload(dl),
+            )
             for dl in letters
+            for channel in configured_channels()
         ],
         batch_size=2000,
     )
@@ -88,10 +109,11 @@ def assert_every_alert_sent_once(robot, expected: int) -> None:
     counts = robot.uuid_counts()
     accepted = {r.msg_uuid for r in robot.accepted}
     assert not Alert.objects.exclude(status=AlertStatus.SENT).exists()
-    assert Alert.objects.filter(message__status=AlertStatus.SENT).count() == expected
+    assert Alert.objects.filter(channel="dingtalk", message__status=AlertStatus.SENT).count() == expected
     assert sum(carried(u) for u in accepted) == expected
     # Every message that exists reached the robot (none stuck), and only those did.
-    assert {str(u) for u in AlertMessage.objects.values_list("msg_uuid", flat=True)} == set(counts)
+    sent = AlertMessage.objects.filter(channel="dingtalk").values_list("msg_uuid", flat=True)
+    assert {str(u) for u in sent} == set(counts)
 
 
 def test_storm_of_10000_deaths_in_one_minute_stays_under_20_messages_and_counts_every_death(
@@ -124,9 +146,9 @@ def test_storm_of_10000_deaths_in_one_minute_stays_under_20_messages_and_counts_
     assert 130101 not in robot.answers() and all(r.errcode == 0 for r in robot.received)
     assert_every_alert_sent_once(robot, 10_000)
     assert sum(digest_total(r) for r in robot.accepted) == 10_000
-    for received in robot.accepted:  # readable: at most 10 groups and one "more groups" line
+    for received in robot.accepted:  # readable: a head line, at most 10 groups and one "more groups" line
         lines = [line for line in received.card["text"].splitlines() if line.startswith("- ")]
-        assert len(lines) <= 11 and len(received.card["text"]) < 6000
+        assert len(lines) <= 12 and len(received.card["text"]) < 6000
     last_at = max(r.at for r in robot.accepted) - t0
     with capsys.disabled():
         print(
@@ -148,14 +170,14 @@ def test_one_burst_of_10000_is_one_readable_digest(fake_dingtalk, capsys):
     assert report.sent_messages == 1 and report.digests == 1 and report.sent_alerts == 10_000
     [received] = robot.accepted
     text = received.card["text"]
-    assert "共 10000 条，25 类" in text and "dead letters" not in text
-    assert "……及其他 15 类，共 6000 条" in text
-    assert received.card["singleURL"] == "https://console.example.invalid/console/dead-letters/"
-    top = text.split("\n- ")[1]
+    assert "共 10000 条死信，25 类" in text and "dead letters" not in text
+    assert "……及其他 15 类，共 6000 条告警" in text
+    buttons = [b["actionURL"] for b in received.card["btns"]]
+    assert buttons[-1] == "https://console.example.invalid/console/dead-letters/"
+    top = text.split("\n- ")[2]
     fp = fingerprint(CAUSES[0], "connection to db refused")
-    assert top.startswith("**400 ×**")
-    assert f"https://console.example.invalid/console/dead-letters/?fingerprint={fp}" in text
-    assert "首次 " in top and "，最近 " in top
+    assert top.startswith("400 × http_export, probe, sales_summary · FailureA: connection to db")
+    assert f"https://console.example.invalid/console/dead-letters/?fingerprint={fp}" in buttons
     assert_every_alert_sent_once(robot, 10_000)
     with capsys.disabled():
         print(f"\nburst: 10000 deaths -> 1 digest of 25 groups, pass took {wall:.2f}s")
@@ -189,7 +211,7 @@ def test_sender_sigkilled_between_send_and_mark_repeats_at_most_one_message(
     fake_dingtalk, subprocess_env, tmp_path
 ):
     robot = fake_dingtalk()
-    letters = [make_death(message=f"kill {i}") for i in range(3)]
+    letters = [make_death(error_type=f"app.errors.Kill{c}", message="kill") for c in "ABC"]
     robot.set_mode("hang")  # the robot takes the message, then holds its answer
     proc, log = _sender(_sender_env(subprocess_env, robot, DINGTALK_TIMEOUT=30), tmp_path / "sender.log")
     try:
@@ -220,7 +242,7 @@ def test_sender_sigkilled_between_send_and_mark_repeats_at_most_one_message(
 def test_several_senders_at_once_never_send_an_alert_twice(fake_dingtalk, subprocess_env, tmp_path):
     robot = fake_dingtalk(limit_per_minute=100)
     for i in range(40):
-        make_death(message=f"parallel {i}")
+        make_death(error_type=f"app.errors.Parallel{i}", message="parallel")
     env = _sender_env(subprocess_env, robot, DINGTALK_RATE_PER_MINUTE=100, DINGTALK_TIMEOUT=5)
     senders = [_sender(env, tmp_path / f"sender-{n}.log") for n in range(3)]
     for proc, log in senders:
@@ -230,3 +252,55 @@ def test_several_senders_at_once_never_send_an_alert_twice(fake_dingtalk, subpro
     counts = robot.uuid_counts()
     assert max(counts.values()) == 1 and len(counts) == 40  # 40 singles, each sent once
     assert_every_alert_sent_once(robot, 40)
+
+
+def max_in_window(times: list[float], window: float) -> int:
+    times, best, lo = sorted(times), 0, 0
+    for hi, at in enumerate(times):
+        while at - times[lo] >= window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def test_storm_of_10000_deaths_across_three_channels_stays_within_every_limit(
+    fake_dingtalk, channels, capsys
+):
+    clock = FakeClock()
+    robot = fake_dingtalk(clock=clock)
+    fakes = channels(
+        feishu={"secret": "feishu-secret-0123456789", "clock": clock},
+        wecom={"clock": clock},
+        slack={"clock": clock},
+    )
+    t0, wall = clock(), time.monotonic()
+    for wave in range(50):  # 10,000 deaths in 50 waves over 50 seconds, a pass after each
+        bulk_deaths(200, start=wave * 200)
+        send_due_alerts(clock=clock)
+        clock.advance(1.0)
+    for _ in range(FOLD_SECONDS + 120):  # a cause announced on a channel folds its further deaths
+        if not Alert.objects.filter(status=AlertStatus.PENDING).exists():
+            break
+        send_due_alerts(clock=clock)
+        clock.advance(1.0)
+    wall = time.monotonic() - wall
+
+    assert_every_alert_sent_once(robot, 10_000)
+    lines = []
+    for name, fake in fakes.items():
+        # Never an over-limit answer: the sender kept within the service's budget by itself.
+        assert all(hit.accepted for hit in fake.hits), [
+            (h.status, h.code) for h in fake.hits if not h.accepted
+        ]
+        times = [hit.at for hit in fake.accepted]
+        for window, limit in LIMITS[name]:
+            assert max_in_window(times, window) <= limit, (name, window)
+        counted = sum(
+            m.alerts.count() for m in AlertMessage.objects.filter(channel=name, status=AlertStatus.SENT)
+        )
+        assert counted == 10_000 and len(times) == AlertMessage.objects.filter(channel=name).count()
+        first_minute = sum(1 for t in times if t - t0 < 60)
+        lines.append(f"{name} {len(times)} messages ({first_minute} in the first minute)")
+    with capsys.disabled():
+        print(f"\nchannel storm: 10000 deaths, DingTalk {len(robot.accepted)} messages, " + ", ".join(lines))
+        print(f"every death counted on every channel by t+{clock() - t0:.0f}s (simulated); wall {wall:.1f}s")

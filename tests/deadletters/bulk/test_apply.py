@@ -246,3 +246,16 @@ def test_two_bulk_replays_over_overlapping_selections_replay_each_letter_once(re
     assert len(jobs) == len(set(jobs)) == 60
     for letter in DeadLetter.objects.all():
         assert letter.status == "replayed" and letter.replayed_in_id in (first.pk, second.pk)
+
+
+@pytest.mark.parametrize("action", ["replay", "archive"])
+def test_each_letters_audit_entry_names_where_its_bulk_was_started(db, action):
+    ids = [make_dead_letter(task=dead_task()).pk for _ in range(3)]
+    selection = build_selection(action=action, scope="selected", ids=ids)
+    bulk, _ = start_bulk_action(
+        selection=selection, actor="token:etl", ip_address=None, reason="fixed", source="api"
+    )
+    with transaction.atomic():
+        assert apply_to_batch(bulk, ids).succeeded == 3
+    sources = AuditEntry.objects.filter(dead_letter_id__in=ids).values_list("action", "source")
+    assert sorted(sources) == [(action, "api")] * 3

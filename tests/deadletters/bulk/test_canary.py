@@ -1,6 +1,6 @@
 """Canary replays: the run makes its first k replays and waits; the verdict (as soon as it is
 certain, or at the deadline) lets it carry on by itself or stops it as canary_failed, and says why.
-The last two tests run it end to end: real workers, a real planner, the probe kind failing or not."""
+The last two tests run it end to end: real workers, a real housekeeper, the probe kind failing or not."""
 
 from datetime import timedelta
 
@@ -178,19 +178,19 @@ def test_a_canary_is_checked_at_the_start(db):
     assert bulk_job_ids() == []
 
 
-# --- end to end: workers replay, the planner decides ------------------------------------------
+# --- end to end: workers replay, the housekeeper decides ------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
 def test_with_the_upstream_still_broken_the_run_stops_after_its_canary_and_says_why(
-    start_worker, start_planner, fast_retries
+    start_worker, start_housekeeper, fast_retries
 ):
     fast_retries.REPORT_MAX_ATTEMPTS = 1  # a replay dies at its first failure
     made = letters(20, params={"fail_attempts": 99})
     bulk = start("replay", canary=5, canary_success=0.8, rate=50)
     start_worker()
     start_worker()
-    start_planner()
+    start_housekeeper()
 
     final = wait_until(
         lambda: BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.CANARY_FAILED).first(),
@@ -210,13 +210,13 @@ def test_with_the_upstream_still_broken_the_run_stops_after_its_canary_and_says_
 
 @pytest.mark.django_db(transaction=True)
 def test_with_the_upstream_fixed_the_run_passes_its_canary_and_completes_by_itself(
-    start_worker, start_planner, fast_retries
+    start_worker, start_housekeeper, fast_retries
 ):
     made = letters(20, params={"fail_attempts": 0})
     bulk = start("replay", canary=5, canary_success=0.8, rate=50)
     start_worker()
     start_worker()
-    start_planner()
+    start_housekeeper()
 
     final = wait_until(
         lambda: BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.COMPLETED).first(),

@@ -1,6 +1,6 @@
 """Scheduled bulk runs (and a single letter's scheduled replay, a run of one): the start time is
-checked, lives in the database, and the planner promotes it within a second, once, whichever
-planner process runs or was killed; a cancelled one never runs. Times are measured from the
+checked, lives in the database, and the housekeeper promotes it within a second, once, whichever
+housekeeper process runs or was killed; a cancelled one never runs. Times are measured from the
 database's own timestamps (start_at, started_at), never from sleeps."""
 
 import re
@@ -21,8 +21,8 @@ from reports.services import TaskNotReplayable
 from tests.conftest import wait_until
 from tests.deadletters.bulk.test_actions import bulk_job_ids, letters, run, start
 
-# The brief's promise is "within 1 s"; the planner polls every 0.5 s. The bound leaves room for a
-# loaded 2-core machine and still fails a planner that misses a pass.
+# The brief's promise is "within 1 s"; the housekeeper polls every 0.5 s. The bound leaves room
+# for a loaded 2-core machine and still fails a housekeeper that misses a pass.
 LATE_BOUND_SECONDS = 1.5
 
 
@@ -81,7 +81,7 @@ def test_a_scheduled_run_waits_for_its_time_then_one_promotion_starts_it(db, dja
 
     with django_capture_on_commit_callbacks(execute=True):
         assert promote_due_bulk_actions(now=bulk.start_at) == [bulk.pk]
-        assert promote_due_bulk_actions(now=bulk.start_at) == []  # a second planner's pass
+        assert promote_due_bulk_actions(now=bulk.start_at) == []  # a second housekeeper's pass
 
     bulk.refresh_from_db()
     assert bulk.status == "pending" and bulk.started_at is not None
@@ -124,25 +124,24 @@ def test_a_single_letters_scheduled_replay_is_a_run_of_that_letter(db):
         schedule_letter_replay(dead_letter_id=other.pk, start_at=soon(300), actor="alice", ip_address=None)
 
 
-def test_the_reaper_pass_promotes_due_runs_too(db, django_capture_on_commit_callbacks):
-    """Without a planner process, the reaper loop (every REAPER_INTERVAL) still starts them."""
+def test_the_one_pass_command_for_cron_starts_due_runs(db, django_capture_on_commit_callbacks):
     letters(1)
     bulk = start("replay", start_at=soon(0.2))
     wait_until(lambda: timezone.now() > bulk.start_at, timeout=5, message="the start time to pass")
 
     with django_capture_on_commit_callbacks(execute=True):
-        call_command("reap_tasks", verbosity=0)
+        call_command("housekeeper", "--once", verbosity=0)
 
     assert BulkAction.objects.get(pk=bulk.pk).status == BulkActionStatus.PENDING
 
 
-# --- real planner processes -------------------------------------------------------------------
+# --- real housekeeper processes---------------------------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_due_in_two_seconds_starts_within_a_second_of_its_time(start_planner, start_worker):
+def test_a_run_due_in_two_seconds_starts_within_a_second_of_its_time(start_housekeeper, start_worker):
     start_worker()
-    start_planner()
+    start_housekeeper()
     [letter] = letters(1)
     bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(2), actor="alice", ip_address=None)
 
@@ -164,30 +163,30 @@ def test_a_run_due_in_two_seconds_starts_within_a_second_of_its_time(start_plann
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_planner_killed_before_the_time_is_replaced_and_the_run_starts_on_time(start_planner):
-    first = start_planner()
+def test_a_housekeeper_killed_before_the_time_is_replaced_and_the_run_starts_on_time(start_housekeeper):
+    first = start_housekeeper()
     [letter] = letters(1)
-    # Room for the next planner's start-up (Django's, a few seconds on a loaded machine).
+    # Room for the next housekeeper's start-up (Django's, a few seconds on a loaded machine).
     bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(8), actor="alice", ip_address=None)
     first.kill()  # SIGKILL: nothing of the schedule was held by it
 
-    start_planner()
-    assert timezone.now() < bulk.start_at, "the new planner took longer to start than the test allows"
+    start_housekeeper()
+    assert timezone.now() < bulk.start_at, "the new housekeeper took longer to start than the test allows"
     assert BulkAction.objects.get(pk=bulk.pk).status == BulkActionStatus.SCHEDULED
 
     started = wait_until(
         lambda: BulkAction.objects.exclude(started_at=None).filter(pk=bulk.pk).first(),
         timeout=30,
-        message="the scheduled run to start under the new planner",
+        message="the scheduled run to start under the new housekeeper",
     )
-    print(f"after the planner's restart the run started {lateness(started):.3f} s after its time")
+    print(f"after the housekeeper's restart the run started {lateness(started):.3f} s after its time")
     assert 0 <= lateness(started) < LATE_BOUND_SECONDS
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_planners_start_each_run_once(start_planner, start_worker):
+def test_two_housekeepers_start_each_run_once(start_housekeeper, start_worker):
     start_worker()
-    planners = [start_planner(), start_planner()]
+    housekeepers = [start_housekeeper(), start_housekeeper()]
     made = letters(6)
     due = soon(3)
     runs = [
@@ -207,16 +206,14 @@ def test_two_planners_start_each_run_once(start_planner, start_worker):
         assert 0 <= lateness(bulk) < LATE_BOUND_SECONDS
     for letter in made:
         assert AuditEntry.objects.filter(action="replay", task_id=letter.task_id).count() == 1
-    started_by = [
-        sum(int(n) for n in re.findall(r"(\d+) scheduled run\(s\) started", p.output())) for p in planners
-    ]
+    started_by = [len(re.findall(r"scheduled bulk \S+ started", p.output())) for p in housekeepers]
     assert sum(started_by) == 6, started_by
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_cancelled_before_its_time_never_runs(start_planner, start_worker):
+def test_a_run_cancelled_before_its_time_never_runs(start_housekeeper, start_worker):
     start_worker()
-    start_planner()
+    start_housekeeper()
     cancelled_letter, control_letter = letters(2)
     due = soon(2)
     cancelled, _ = schedule_letter_replay(dead_letter_id=cancelled_letter.pk, start_at=due, actor="alice", ip_address=None)
@@ -225,7 +222,7 @@ def test_a_run_cancelled_before_its_time_never_runs(start_planner, start_worker)
     )
     cancel_bulk_action(bulk_id=cancelled.pk, actor="alice")
 
-    # The planner promotes due runs earliest first: once the later one ran, the earlier was seen.
+    # The housekeeper promotes due runs earliest first: once the later one ran, the earlier was seen.
     wait_until(
         lambda: DeadLetter.objects.filter(pk=control_letter.pk, status=DeadLetterStatus.REPLAYED).exists(),
         timeout=30,

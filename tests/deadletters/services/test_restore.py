@@ -291,3 +291,34 @@ def test_a_line_is_checked_field_by_field(change, why):
     assert parse_line(GOOD, where="p")["id"] == 7
     with pytest.raises(BadPart, match=why):
         parse_line(GOOD.replace(*change, 1), where="p line 1")
+
+
+def test_a_part_without_a_checksum_may_not_unpack_past_its_bound(monkeypatch):
+    """A run purged by an earlier release has no sha256: a part swapped for a gzip bomb (here a
+    letter with 8 MiB of traceback, 8 KiB stored) is refused, not unpacked whole."""
+    from deadletters.services import restore as restore_module
+
+    monkeypatch.setattr(restore_module, "UNCHECKED_FLOOR", 1024 * 1024, raising=False)
+    archived_letters(8)
+    run = purge()
+    ledger = AuditEntry.objects.get(action="purge")
+    unchecked = {k: v for k, v in ledger.details.items() if k != "sha256"}
+    AuditEntry.objects.filter(pk=ledger.pk).update(details=unchecked)
+    storage = storages["archive"]
+    with storage.open(part_name(run, 1), "rb") as stored:
+        first = json.loads(gzip.decompress(stored.read()).decode().splitlines()[0])
+    storage.delete(part_name(run, 1))
+    bomb = json.dumps({**first, "traceback": "a" * 8 * 1024 * 1024}) + "\n"
+    storage.save(part_name(run, 1), ContentFile(gzip.compress(bomb.encode())))
+
+    with pytest.raises(CommandError, match=r"part-000001.jsonl.gz unpacks to more than 100 times its size"):
+        restore(run)
+
+    assert DeadLetter.objects.count() == 4  # part 2 alone
+    assert AuditEntry.objects.get(action="restore_purge").details["complete"]
+
+
+def test_a_line_nested_too_deep_is_a_bad_part_not_a_crash():
+    deep = GOOD.replace('"params": {}', '"params": ' + "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadPart, match="not JSON"):
+        parse_line(deep, where="p line 1")

@@ -441,8 +441,8 @@ def test_columns_are_collected_in_linear_steps():
     names = [f"k{n}" for n in range(20_000)]
     records = [{Key(name): 1 for name in names[start : start + 100]} for start in range(0, 20_000, 100)]
     records += [{Key(name): 2 for name in names[:100]}]  # keys seen before: equal, not the same objects
-    columns = collect_columns(records)
-    assert columns == names
+    columns, count = collect_columns(records)
+    assert (columns, count) == (names, 201)
     assert comparisons <= 2 * 100 + 20_000, comparisons  # the list version made about 200 million
 
 
@@ -453,3 +453,16 @@ def test_an_answer_is_streamed_not_loaded_whole(export, source, monkeypatch):
     source.payload = json.dumps({"data": {"items": ORDERS * 1000}, "meta": {"lists": [[1], [2]]}}).encode()
     path = export(f"{source.origin}/payload")
     assert len(path.read_text(encoding="utf-8-sig").splitlines()) == 1 + 2000
+
+
+def test_records_with_too_many_different_keys_are_refused_not_written(export, source):
+    """Each record with a key of its own makes a table of rows x columns mostly empty cells: a
+    357 KB answer once wrote 125 MB. A table may hold one cell per byte HTTP_EXPORT_MAX_BYTES allows."""
+    source.payload = json.dumps([{f"key{n}": n} for n in range(1000)]).encode()  # 1,000,000 cells
+    with pytest.raises(PermanentError, match="1000 rows x 1000 columns") as refused:
+        export(f"{source.origin}/payload")
+    assert not is_retriable(refused.value)
+    assert not list((export.ctx.output_dir).glob("*"))
+
+    source.payload = json.dumps([{"id": n, "note": "x" * 20} for n in range(5000)]).encode()  # 10,000 cells
+    assert len(export(f"{source.origin}/payload").read_text(encoding="utf-8-sig").splitlines()) == 5001

@@ -1,0 +1,32 @@
+"""The dead-letter layer's periodic duties, run by the housekeeper (reports/housekeeper/): added
+to its list by DeadLettersConfig.ready, so the pipeline never imports this layer."""
+
+from deadletters.alerts.sender import send_due_alerts
+from deadletters.bulk.canary import decide_canaries
+from deadletters.bulk.runner import resume_stalled_bulk_actions
+from deadletters.bulk.schedule import promote_due_bulk_actions
+from deadletters.services.retention import data_prune
+from reports.housekeeper.duties import Duty
+
+
+def alerts_send() -> str:
+    """The backstop of the sender kicked on commit (deadletters/alerts/outbox.py): a lost kick, a
+    resend whose backoff ran out, a channel back up, a follow-up due, a cause gone quiet, a snooze
+    ended. Says what each channel did."""
+    return "; ".join(report.summary() for report in send_due_alerts())
+
+
+def data_retention() -> str:
+    """What RETENTION_DAYS says is old enough goes (deadletters/services/retention.py)."""
+    return ", ".join(f"{what} {count}" for what, count in data_prune().deleted.items() if count) or "nothing old"
+
+
+DUTIES = (
+    # Scheduled runs start within a second of their time; canaries carry on once certain.
+    Duty("scheduled runs", 0.5, promote_due_bulk_actions),
+    Duty("canary verdicts", 0.5, decide_canaries),
+    # Bulk actions whose runner job was lost (killed worker, flushed Redis).
+    Duty("stalled bulk actions", 10, resume_stalled_bulk_actions),
+    Duty("alerts", 5, alerts_send),
+    Duty("retention", 600, data_retention),
+)

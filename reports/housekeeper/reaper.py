@@ -1,0 +1,159 @@
+"""The reaper: what crashed workers and lost Redis jobs leave behind, as two housekeeper duties.
+
+Both are idempotent and safe from several processes at once (the conditional UPDATEs decide; a
+Redis lock only spares duplicate enqueues when several housekeepers wake together):
+- running attempts whose lease lapsed: their worker stopped renewing it (the whole worker died,
+  or lost the database), so the attempt counts as `abandoned` and the normal retry/dead policy
+  applies; its files go, and so does its concurrency slot. (A work-horse that dies while its
+  worker lives is recorded by the worker at once; it never waits for the reaper.)
+- pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
+  restarted, failed over, or popped by a worker that died before registering it): enqueued again.
+
+`reap_tasks` is one pass of both, the due retries first, where a caller wants the three at once
+(the recovery tests).
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from reports.errors import LeaseExpired, error_type_name
+from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskStatus
+from reports.outputs import remove_attempt_output
+from reports.services.attempts import FailureInfo, record_attempt_failure
+from reports.services.due_retries import promote_due_retries
+from reports.services.enqueue import enqueue_attempt, job_id_for
+from reports.services.pausing import parked_task_ids
+from reports.worker import concurrency
+from transport.connection import redis_connection
+from transport.queues import job_ids_waiting, job_states
+
+logger = logging.getLogger("reports.services")
+
+LOCK_KEY = "reports:reaper-lock"
+
+
+@dataclass
+class ReapReport:
+    abandoned: int = 0
+    reenqueued: int = 0
+    promoted: int = 0
+    skipped_locked: bool = False
+
+
+def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> ReapReport:
+    """One pass: due retries promoted, lapsed leases taken back, lost jobs enqueued again."""
+    # Promoted before the recovery: an attempt taken back is retried from the next pass, so a
+    # pass never both recovers and resends the same task.
+    report = ReapReport(promoted=promote_due_retries(now=now, limit=batch_size))
+    report.abandoned = take_back_lapsed_leases(now=now, batch_size=batch_size)
+    reenqueued = reenqueue_lost_jobs(now=now, batch_size=batch_size, use_lock=use_lock)
+    report.skipped_locked = reenqueued is None
+    report.reenqueued = reenqueued or 0
+    return report
+
+
+def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 500) -> int:
+    """Count every running attempt whose lease lapsed as abandoned; how many this call took back."""
+    now = now or timezone.now()
+    expired = list(
+        ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now)
+        .order_by("lease_expires_at")
+        .values_list("pk", "attempt", "lease_expires_at", "kind", "public_id")[:batch_size]
+    )
+    recovered = 0
+    for task_id, attempt, lease_expires_at, kind, public_id in expired:
+        error = LeaseExpired(
+            f"lease expired at {lease_expires_at:%Y-%m-%d %H:%M:%S} UTC: the worker stopped renewing it "
+            "(killed, out of memory, restarted, or cut off from the database) before finishing"
+        )
+        failure = FailureInfo(
+            error_type=error_type_name(error), message=str(error), traceback="", retriable=True
+        )
+        outcome = record_attempt_failure(
+            task_id=task_id, attempt=attempt, failure=failure, outcome=AttemptOutcome.ABANDONED
+        )
+        if outcome == "fenced":
+            continue
+        recovered += 1
+        # The attempt can never be recorded now: a file it wrote must not outlive it.
+        remove_attempt_output(str(public_id), attempt)
+        try:
+            concurrency.release(kind=kind, task_id=task_id, attempt=attempt)
+        except RedisError as exc:  # the slot's own lease frees it later
+            logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
+    return recovered
+
+
+def reenqueue_lost_jobs(
+    *, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True
+) -> int | None:
+    """Enqueue again every overdue pending/retrying task whose RQ job is gone; how many, or None
+    when another housekeeper holds the scan's lock (it is doing the same right now)."""
+    lock = redis_connection().lock(LOCK_KEY, timeout=120, blocking=False) if use_lock else None
+    if lock is not None and not lock.acquire():
+        return None
+    try:
+        return _reenqueue_lost_jobs(now or timezone.now(), batch_size)
+    finally:
+        if lock is not None and lock.owned():
+            lock.release()
+
+
+def _reenqueue_lost_jobs(now: datetime, batch_size: int, max_chunks: int = 200) -> int:
+    """Walk every overdue pending/retrying task in id order, a chunk at a time, so a long
+    legitimate backlog cannot hide a lost task behind it."""
+    cutoff = now - timedelta(seconds=settings.REPORT_REENQUEUE_AFTER)
+    # Paused kinds' tasks wait on purpose (resume_kind enqueues them).
+    paused = PausedKind.objects.values("kind")
+    overdue = (
+        ReportTask.objects.filter(
+            Q(status=TaskStatus.PENDING, updated_at__lt=cutoff)
+            | Q(status=TaskStatus.RETRYING, next_retry_at__lt=cutoff)
+        )
+        .exclude(kind__in=paused)
+        .order_by("pk")
+    )
+    waiting: dict[str, set[str]] = {}  # queue lists, read at most once per pass
+    reenqueued = 0
+    last_pk = 0
+    for _ in range(max_chunks):
+        chunk = list(
+            overdue.filter(pk__gt=last_pk)
+            .values_list("pk", "attempt", "priority", "timeout_seconds")[:batch_size]
+        )
+        if not chunk:
+            break
+        last_pk = chunk[-1][0]
+        reenqueued += _reenqueue_chunk(chunk, waiting)
+    return reenqueued
+
+
+def _reenqueue_chunk(chunk, waiting: dict[str, set[str]]) -> int:
+    parked = parked_task_ids(chunk)  # tasks waiting for a concurrency slot are woken, not re-sent
+    candidates = [row for row in chunk if row[0] not in parked]
+    states = job_states([job_id_for(pk, attempt + 1) for pk, attempt, _, _ in candidates])
+    reenqueued = 0
+    for pk, attempt, priority, timeout in candidates:
+        job_id = job_id_for(pk, attempt + 1)
+        state = states.get(job_id)
+        if state in ("started", "deferred"):
+            continue
+        # A job hash marked queued may still be lost: popped by a worker that died before
+        # registering it. Only its presence in the queue list proves it waits.
+        if state == "queued":
+            if priority not in waiting:
+                waiting[priority] = job_ids_waiting([priority])
+            if job_id in waiting[priority]:
+                continue
+        enqueue_attempt(task_id=pk, attempt=attempt + 1, priority=priority, timeout=timeout)
+        reenqueued += 1
+        logger.warning(
+            "re-enqueued task %s attempt %s (RQ job state: %s)", pk, attempt + 1, state or "missing"
+        )
+    return reenqueued
