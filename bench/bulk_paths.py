@@ -203,12 +203,15 @@ def child(step: str, argv: list[str]) -> None:
         seconds = time.perf_counter() - start
         if response.status_code not in (200, 201):
             raise SystemExit(f"batch submit answered {response.status_code}: {response.content[:500]!r}")
+        from django.conf import settings
+
         from reports.models import ReportBatch
         from reports.worker.report_job import fan_out_batch
 
         # Large batches are enqueued by one job on the high queue; run it as a worker would.
         fan_out_start = time.perf_counter()
-        fan_out_batch(ReportBatch.objects.latest("pk").pk)
+        if n > settings.REPORT_BATCH_INLINE_ENQUEUE_MAX:  # smaller ones the request enqueued itself
+            fan_out_batch(ReportBatch.objects.latest("pk").pk)
         fan_out = time.perf_counter() - fan_out_start
         enqueued = get_queue("default").count
         print(json.dumps({"seconds": seconds, "status": response.status_code, "enqueued": enqueued,
