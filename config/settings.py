@@ -151,10 +151,8 @@ EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 REDIS_URL = env_str("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 REPORT_QUEUES = ("high", "default", "low")
 # Jobs carry only integers, so they are JSON: unpickling what sits in Redis would run whatever
-# code anyone able to write there put in it. transport.serializer.JobSerializer also reads the
-# pickled jobs of earlier releases, while RQ_ACCEPT_PICKLED_JOBS is on (README, "Upgrading").
+# code anyone able to write there put in it.
 JOB_SERIALIZER = "transport.serializer.JobSerializer"
-RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
 # Every Redis client comes from config.redis_client (plain URLs and redis+sentinel://), with these
 # timeouts and a bounded retry with exponential backoff that rides through a Sentinel failover
 # (10 retries, 0.2 s doubling up to 3 s with jitter: 10-21 s; a failover takes the sentinels'
