@@ -17,8 +17,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-FIRST_BACKOFF = 0.5
-MAX_BACKOFF = 8.0
+from config.backoff import backoff_delay, doubling
+
+# Short for a first death, doubling while it keeps dying: 0.5, 1, 2, 4, 8, 8, ... s.
+RESTART_STEPS = doubling(0.5, 8.0)
 STOP_GRACE = 15.0
 POLL_INTERVAL = 0.2
 
@@ -48,11 +50,6 @@ def exit_status(returncode: int) -> str:
         except ValueError:
             pass
     return str(returncode)
-
-
-def backoff(recent_exits: int) -> float:
-    """Seconds before the next start: short for a first death, doubling while it keeps dying."""
-    return min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, recent_exits - 1))
 
 
 class Supervisor:
@@ -114,7 +111,7 @@ class Supervisor:
                 f"UP_RESTART_WINDOW={self.restart_window:g}): a crash loop; stopping everything",
             )
             return False
-        delay = backoff(len(child.exits))
+        delay = backoff_delay(len(child.exits), RESTART_STEPS)
         child.restart_at = now + delay
         self._say(self.err, f"{child.name} exited with {status}; restarting it in {delay:g} s")
         return True

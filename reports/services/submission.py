@@ -13,6 +13,9 @@ from reports.kinds import KINDS, get_kind
 from reports.models import ApiToken, Priority, ReportTask
 from reports.services.enqueue import enqueue_next_attempt_on_commit
 
+# A task's params, as JSON, at most this large.
+PARAMS_MAX_BYTES = 64 * 1024
+
 logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_MAX = 200
@@ -50,10 +53,10 @@ def validate_submission(*, kind: object, params: object, priority: object = None
         # No database column takes NUL (PostgreSQL refuses it in text and JSON).
         raise InvalidParams("params", _("holds a NUL character (\\u0000), which is never accepted"))
     size = len(json.dumps(params, ensure_ascii=False).encode())
-    if size > settings.REPORT_PARAMS_MAX_BYTES:
+    if size > PARAMS_MAX_BYTES:
         raise InvalidParams(
             "params",
-            _("is %(size)d bytes; the limit is %(limit)d") % {"size": size, "limit": settings.REPORT_PARAMS_MAX_BYTES},
+            _("is %(size)d bytes; the limit is %(limit)d") % {"size": size, "limit": PARAMS_MAX_BYTES},
         )
     if priority is None or priority == "":
         priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
