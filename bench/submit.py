@@ -80,7 +80,9 @@ def start_gunicorn(bench, workers: int, conn_max_age: int | None) -> tuple[subpr
     argv = [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn_conf",
             "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "config.wsgi"]
     log = open(bench.tmp / "gunicorn.log", "w")
-    proc = subprocess.Popen(argv, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     bench.workers.append(proc)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -111,8 +113,9 @@ def main() -> None:
         tokens = [create_api_token(name=f"bench-{i}", scopes=("submit",))[1] for i in range(args.clients)]
         _, port = start_gunicorn(bench, args.workers, args.conn_max_age)
         vendor = connection.vendor
+        max_age = "default" if args.conn_max_age is None else args.conn_max_age
         print(f"submit vs /healthz: gunicorn {args.workers} workers, {args.clients} clients, {vendor}, "
-              f"DB_CONN_MAX_AGE={args.conn_max_age if args.conn_max_age is not None else 'default'}; {conditions()}")
+              f"DB_CONN_MAX_AGE={max_age}; {conditions()}")
         phase(port, "/healthz", tokens, 1.0)  # warm-up: every worker imported and connected
         phase(port, "/report/task/submit", tokens, 1.0)
         ratios = []

@@ -294,9 +294,8 @@ def record_attempt_failure(
         last_error = f"{failure.error_type}: {failure.message}"[:ERROR_MESSAGE_MAX]
         if retry:
             # Counted within the run, so a replayed task climbs the ladder from its first step.
-            delay = backoff_delay(
-                attempt - task.attempts_before_run, settings.REPORT_RETRY_BACKOFF, jitter=settings.REPORT_RETRY_JITTER
-            )
+            steps, jitter = settings.REPORT_RETRY_BACKOFF, settings.REPORT_RETRY_JITTER
+            delay = backoff_delay(attempt - task.attempts_before_run, steps, jitter=jitter)
             next_retry_at = now + timedelta(seconds=delay)
             updates = {"status": TaskStatus.RETRYING, "next_retry_at": next_retry_at}
         else:

@@ -143,7 +143,8 @@ def test_the_web_server_defaults_read_no_web_variable():
     """gunicorn's flags override them (tests/system/test_gunicorn.py binds with --bind)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("WEB_", "GUNICORN_"))}
     result = subprocess.run(
-        [sys.executable, "-c", WEB_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", WEB_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     conf = json.loads(result.stdout.strip().splitlines()[-1])

@@ -8,6 +8,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parents[2]
 LIMIT = 100
 SKIPPED = {"tests", "bench", "node_modules", ".venv", "migrations"}
+ENVIRON = "os.environ"
 
 
 def _name_read(node: ast.AST) -> str | None:
@@ -16,10 +17,12 @@ def _name_read(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
         func = node.func
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-        on_environ = isinstance(func, ast.Attribute) and ast.unparse(func.value) == "os.environ"
-        if called.startswith("env_") or called == "getenv" or (on_environ and called in ("get", "setdefault")):
+        on_environ = isinstance(func, ast.Attribute) and ast.unparse(func.value) == ENVIRON
+        on_environ = on_environ and called in ("get", "setdefault")
+        if called.startswith("env_") or called == "getenv" or on_environ:
             return node.args[0].value if isinstance(node.args[0].value, str) else None
-    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and ast.unparse(node.value) == "os.environ":
+    loaded = isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+    if loaded and ast.unparse(node.value) == ENVIRON:
         return node.slice.value if isinstance(node.slice, ast.Constant) else None
     return None
 
@@ -38,7 +41,8 @@ def environment_variables() -> dict[str, list[str]]:
 
 
 def test_the_scan_sees_every_kind_of_read():
-    tree = ast.parse('env_int("A", 1)\nos.environ.get("B")\nos.environ["C"]\nos.getenv("D")\nos.environ["E"] = "x"')
+    source = 'env_int("A", 1)\nos.environ.get("B")\nos.environ["C"]\nos.getenv("D")\nos.environ["E"] = "x"'
+    tree = ast.parse(source)
     assert [name for node in ast.walk(tree) if (name := _name_read(node))] == ["A", "B", "C", "D"]
 
 
