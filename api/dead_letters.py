@@ -2,12 +2,11 @@
 
 import re
 
-from django.conf import settings
 from django.http import JsonResponse
 
 from api.auth import api_endpoint
 from api.errors import ApiError
-from api.openapi.common import CURSOR_PATTERN
+from api.openapi.common import CURSOR_PATTERN, DEAD_LETTER_PAGE_MAX, DEAD_LETTER_PAGE_SIZE
 from api.request_body import iso, query_param
 from config.keyset import Cursor, InvalidCursor
 from deadletters.filters import MAX_SEARCH_LENGTH
@@ -61,10 +60,10 @@ def dead_letters(request):
     """Open dead letters: the client's own tasks', or everyone's for operator tokens and sessions."""
     filters = letter_filters(request, allowed=DEAD_LETTER_QUERY)
     raw_limit = query_param(request, "limit")
-    limit = settings.API_DEADLETTER_PAGE_SIZE
+    limit = DEAD_LETTER_PAGE_SIZE
     if raw_limit is not None:
-        if not LIMIT_RE.match(raw_limit) or not 1 <= int(raw_limit) <= settings.API_DEADLETTER_PAGE_MAX:
-            raise ApiError(400, f"must be an integer from 1 to {settings.API_DEADLETTER_PAGE_MAX}", "limit")
+        if not LIMIT_RE.match(raw_limit) or not 1 <= int(raw_limit) <= DEAD_LETTER_PAGE_MAX:
+            raise ApiError(400, f"must be an integer from 1 to {DEAD_LETTER_PAGE_MAX}", "limit")
         limit = int(raw_limit)
     page = open_dead_letters_page(
         **filters,

@@ -75,12 +75,6 @@ def read_json_object(
     return data
 
 
-def check_present(data: dict, name: str, valid, message: str) -> None:
-    """A field that is given must be valid: null or "" is not "left out" (422 naming it)."""
-    if name in data and not valid(data[name]):
-        raise ApiError(422, message, name)
-
-
 def query_param(request, name: str) -> str | None:
     values = request.GET.getlist(name)
     if len(values) > 1:

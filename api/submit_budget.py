@@ -135,10 +135,6 @@ def charge_budget(budget: Budget, holder, *, cost: int) -> Charge | None:
     return Charge(budget, holder, cost)
 
 
-def charge_submit_budget(holder, *, cost: int) -> Charge | None:
-    return charge_budget(SUBMIT, holder, cost=cost)
-
-
 @contextmanager
 def spending(budget: Budget, holder, *, cost: int = 1):
     """Charge for the block's work; refunded when the block raises (nothing was done)."""

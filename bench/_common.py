@@ -3,7 +3,9 @@
 Every benchmark calls `setup()` before importing anything from the project: it sets the
 environment (DATABASE_URL, REDIS_URL, VAR_DIR, MEDIA_ROOT) that config.settings reads, runs
 django.setup() and migrate, and returns a Bench whose cleanup() stops Redis and removes the
-temporary directory (and the PostgreSQL scratch database when one was created).
+temporary directory (and the PostgreSQL scratch database when one was created). `main()` does
+that around a script's run() and prints the conditions at its start and end. Below: timing a child
+process (`run_child`, `manage`) and a repeated call (`timed`), plans, and the row loaders.
 """
 
 import argparse
@@ -11,6 +13,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +71,23 @@ def parser(description: str) -> argparse.ArgumentParser:
         "a scratch database bench_scratch_<pid> is created there and dropped at the end",
     )
     return p
+
+
+DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
+
+
+def main(p: argparse.ArgumentParser, run, extra_env: dict | None = None) -> None:
+    """Parse p's arguments, set up (`--postgres ''` means SQLite), run(args), clean up."""
+    args = p.parse_args()
+    bench = setup(postgres=args.postgres or None, extra_env=extra_env)
+    try:
+        from django.db import connection
+
+        print(f"{p.description.rstrip('.')}; database {connection.vendor}; {conditions()}", flush=True)
+        run(args)
+        print(f"peak RSS of this process {peak_rss_mb():.0f} MiB; end: {conditions()}")
+    finally:
+        bench.cleanup()
 
 
 def setup(*, postgres: str | None = None, extra_env: dict | None = None) -> Bench:
@@ -128,13 +148,50 @@ def peak_rss_mb(who=resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
 
-class Timer:
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
+def run_child(argv: list[str]) -> tuple[float, float, str]:
+    """Run argv to its end: (seconds, its own peak RSS in MiB from os.wait4, its output); exit on failure."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[1:]} failed: {out[-2000:]}")
+    return elapsed, usage.ru_maxrss / 1024, out
 
-    def __exit__(self, *exc):
-        self.seconds = time.perf_counter() - self.start
+
+def manage(*argv: str) -> tuple[float, float, str]:
+    """`manage.py argv` in a child process: run_child's (seconds, peak RSS MiB, output)."""
+    return run_child([sys.executable, str(BASE_DIR / "manage.py"), *argv])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def timed(label: str, work, repeat: int) -> list[float]:
+    """Run work once to warm up, then `repeat` times; print and return the times in ms."""
+    work()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append((time.perf_counter() - start) * 1000)
+    median, p95 = statistics.median(times), percentile(times, 0.95)
+    print(f"{label:42} median {median:8.2f} ms   p95 {p95:8.2f} ms", flush=True)
+    return times
+
+
+def print_plan(name: str, sql: str, params=()) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL, EXPLAIN QUERY PLAN on SQLite."""
+    from django.db import connection
+
+    pg = connection.vendor == "postgresql"
+    with connection.cursor() as cursor:
+        cursor.execute(("EXPLAIN (ANALYZE, BUFFERS) " if pg else "EXPLAIN QUERY PLAN ") + sql, params)
+        print(f"plan of {name}:\n" + "\n".join(str(row[0] if pg else row[-1]) for row in cursor.fetchall()))
 
 
 def conditions() -> str:
@@ -171,9 +228,11 @@ def make_dead_tasks(count: int) -> list[int]:
     return pks
 
 
-def insert_dead_letters(count: int, *, task_ids: list[int], expired: bool, days: int = 30) -> float:
+def insert_dead_letters(count: int, *, task_ids: list[int] | None = None, expired: bool, days: int = 30
+                        ) -> float:
     """Insert `count` open dead letters spread over the last `days` days (expired: all past expire_at),
-    cycling through task_ids; COPY on PostgreSQL, executemany on SQLite. Returns seconds taken."""
+    cycling through task_ids (1,000 new dead tasks by default); COPY on PostgreSQL, executemany on
+    SQLite. Returns seconds taken."""
     import json
     import random
     from datetime import UTC, datetime, timedelta
@@ -182,6 +241,7 @@ def insert_dead_letters(count: int, *, task_ids: list[int], expired: bool, days:
 
     from deadletters.models import DeadLetter
 
+    task_ids = task_ids or make_dead_tasks(1000)
     rng = random.Random(7)
     table = DeadLetter._meta.db_table
     columns = ("task_id", "kind", "params", "error_type", "error_message", "traceback", "attempts",
@@ -219,3 +279,89 @@ def insert_dead_letters(count: int, *, task_ids: list[int], expired: bool, days:
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {table}")
     return time.perf_counter() - start
+
+
+TASK_COLUMNS = ("public_id, kind, params, priority, status, attempt, max_attempts, attempts_before_run, "
+                "timeout_seconds, submitted_by, last_error, output_file, created_at, updated_at, started_at, "
+                "finished_at")
+ATTEMPT_COLUMNS = ("task_id, number, worker, started_at, finished_at, outcome, error_type, error_message, "
+                   "traceback, duration_seconds")
+
+
+def load_tasks(n: int, days: float) -> float:
+    """n done tasks, one every days*86400/n seconds back from now, waits of 0.2-20 s and run times of
+    0.1-60 s by a fixed pattern; every 20th failed its first attempt and succeeded in a second.
+    Returns seconds taken."""
+    from django.db import connection
+
+    from reports.models import ReportTask, TaskAttempt
+
+    start = time.perf_counter()
+    tasks, attempts = ReportTask._meta.db_table, TaskAttempt._meta.db_table
+    step = days * 86400 / n
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"""INSERT INTO {tasks} ({TASK_COLUMNS})
+                SELECT gen_random_uuid(), (ARRAY['http_export','probe','sales_summary'])[1 + mod(i, 3)],
+                    '{{}}', 'default', 'done', 1 + (mod(i, 20) = 0)::int, 3, 0, 300, '', '', 'x.csv',
+                    t - (0.2 + mod(i * 7, 100) * 0.2) * interval '1 s', t, t,
+                    t + (0.1 + mod(i * 13, 600) * 0.1) * interval '1 s'
+                FROM (SELECT i, now() - i * %s * interval '1 s' AS t FROM generate_series(1, %s) i) s""",
+                [step, n],
+            )
+            cursor.execute(
+                f"""INSERT INTO {attempts} ({ATTEMPT_COLUMNS})
+                SELECT id, 1, 'bench', started_at, finished_at,
+                    CASE WHEN attempt = 2 THEN 'failed' ELSE 'succeeded' END, '', '', '',
+                    extract(epoch FROM finished_at - started_at) FROM {tasks} WHERE status = 'done'"""
+            )
+            cursor.execute(
+                f"""INSERT INTO {attempts} ({ATTEMPT_COLUMNS})
+                SELECT id, 2, 'bench', finished_at + interval '10 s', finished_at + interval '12 s',
+                    'succeeded', '', '', '', 2.0 FROM {tasks} WHERE status = 'done' AND attempt = 2"""
+            )
+        else:
+            _load_tasks_sqlite(cursor, n, step, tasks, attempts)
+        cursor.execute(f"ANALYZE {tasks}")
+        cursor.execute(f"ANALYZE {attempts}")
+    return time.perf_counter() - start
+
+
+def _load_tasks_sqlite(cursor, n: int, step: float, tasks: str, attempts: str) -> None:
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from django.db import transaction
+
+    now = datetime.now(UTC).replace(tzinfo=None)
+
+    def fmt(moment: datetime) -> str:
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    chunk = 50_000
+    first_id = (cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {tasks}").fetchone()[0]) + 1
+    for low in range(1, n + 1, chunk):
+        task_rows, attempt_rows = [], []
+        for i in range(low, min(low + chunk, n + 1)):
+            started = now - timedelta(seconds=i * step)
+            created = started - timedelta(seconds=0.2 + (i * 7 % 100) * 0.2)
+            finished = started + timedelta(seconds=0.1 + (i * 13 % 600) * 0.1)
+            retried = i % 20 == 0
+            task_id = first_id + i - 1
+            kind = ("http_export", "probe", "sales_summary")[i % 3]
+            task_rows.append((task_id, uuid.uuid4().hex, kind, "{}", "default", "done", 2 if retried else 1,
+                              3, 0, 300, "", "", "x.csv", fmt(created), fmt(started), fmt(started),
+                              fmt(finished)))
+            outcome = "failed" if retried else "succeeded"
+            attempt_rows.append((task_id, 1, "bench", fmt(started), fmt(finished), outcome, "", "", "",
+                                 (finished - started).total_seconds()))
+            if retried:
+                again = finished + timedelta(seconds=10)
+                attempt_rows.append((task_id, 2, "bench", fmt(again), fmt(again + timedelta(seconds=2)),
+                                     "succeeded", "", "", "", 2.0))
+        with transaction.atomic():
+            cursor.executemany(f"INSERT INTO {tasks} (id, {TASK_COLUMNS}) VALUES ({', '.join(['%s'] * 17)})",
+                               task_rows)
+            cursor.executemany(f"INSERT INTO {attempts} ({ATTEMPT_COLUMNS}) "
+                               f"VALUES ({', '.join(['%s'] * 10)})", attempt_rows)

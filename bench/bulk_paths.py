@@ -1,20 +1,17 @@
-"""Bench 2: bulk paths at scale, time and peak memory of each, each beside its target, the landed
-figure (issue 13's table) and a baseline measured in this run with the landed algorithm.
+"""Bench 2: bulk paths at scale, each step's time and peak memory beside its target.
+
+Each verdict also prints the figure before the set-based paths (LANDED: PostgreSQL 15, 2 cores).
 
   submit    10,000 tasks in one POST /report/batch/submit (token auth, Django test client)
-  replay    10,000 dead letters through the bulk action service, throttle out of the way;
-            baseline: the landed letter-by-letter path on --baseline-sample letters
+  replay    10,000 dead letters through the bulk action service, throttle out of the way
   throttle  real-time bulk replays at 10/s, 100/s and 1,000/s (measured rate vs configured),
             and a rate changed from 100/s to 1,000/s mid-run (how long until it took effect)
   archive   N expired dead letters with `manage.py archive_deadletters` (every row shares one
-            expire_at, the case that made the landed archiver sort everything per batch);
-            baseline (PostgreSQL): the landed batch SELECT timed on the same table
-  purge     the same N, archived, with `archive_deadletters --purge-archived-after 0`;
-            baseline: the landed purge on --baseline-sample rows
-  profile   (--profile-purge N, PostgreSQL) where a purge's time goes, per component
+            expire_at, the case where a sort per batch would read everything)
+  purge     the same N, archived, with `archive_deadletters --purge-archived-after 0`
 
     .venv/bin/python bench/bulk_paths.py [--submit 10000] [--replay 10000] [--throttle 10,100,1000]
-        [--archive 1000000] [--profile-purge 100000] [--postgres postgres://postgres@127.0.0.1:5432/postgres]
+        [--archive 1000000] [--postgres postgres://postgres@127.0.0.1:5432/postgres]
 
 Each measured step runs in its own child process, so its peak RSS (ru_maxrss of that child,
 from os.wait4) is the step's own, not the row generator's. Row generation is not timed.
@@ -22,7 +19,6 @@ from os.wait4) is the step's own, not the row generator's. Row generation is not
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -31,8 +27,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _common  # noqa: E402
 
-SCRIPT = Path(__file__).resolve()
-# Issue 13's table: the landed figures (PostgreSQL 15, 2 cores) and the targets.
 LANDED = {"replay": "151.7 s (66/s)", "archive": "178-224 s", "purge": "347 s"}
 TARGET = {"replay": 5.0, "archive": 60.0, "purge": 60.0}
 RSS_TARGET_MB = 150
@@ -44,45 +38,30 @@ def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
     p.add_argument("--submit", type=int, default=10_000)
     p.add_argument("--replay", type=int, default=10_000)
-    p.add_argument("--baseline-sample", type=int, default=1000, help="letters/rows the landed paths run on")
     p.add_argument("--throttle", default="10,100,1000", help="comma-separated rates to measure ('' skips)")
     p.add_argument("--throttle-seconds", type=float, default=5.0)
     p.add_argument("--archive", default="1000000", help="comma-separated sizes")
     p.add_argument("--no-purge", action="store_true")
-    p.add_argument("--profile-purge", type=int, default=0, metavar="N")
-    args = p.parse_args()
-    bench = _common.setup(
-        postgres=args.postgres,
-        extra_env={"BULK_ACTION_MAX_RATE": "1000000", "ALLOWED_HOSTS": "testserver,127.0.0.1", "REPORT_BATCH_MAX_ITEMS": str(max(args.submit, 10_000)),
-                   "REPORT_BATCH_MAX_BODY_BYTES": str(8 * 1024 * 1024)},
-    )
-    try:
-        run(bench, args)
-    finally:
-        bench.cleanup()
+    _common.main(p, run, extra_env={"BULK_ACTION_MAX_RATE": "1000000", "ALLOWED_HOSTS": "testserver",
+                                    "REPORT_BATCH_MAX_ITEMS": "1000000",
+                                    "REPORT_BATCH_MAX_BODY_BYTES": "8388608"})
 
 
 def run_step(step: str, *extra: str) -> tuple[dict, float]:
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--step", step, *extra], env=dict(os.environ),
-                            stdout=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"step {step} failed ({proc.returncode}): {out[-2000:]}")
-    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
+    """(the step's figures, its peak RSS in MiB), the step run by a child process of this script."""
+    _, rss, out = _common.run_child([sys.executable, str(Path(__file__).resolve()), "--step", step, *extra])
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1]), rss
 
 
-def verdict(seconds: float, target: float, rss: float | None = None) -> str:
-    ok = seconds <= target and (rss is None or rss <= RSS_TARGET_MB)
-    return "MEETS" if ok else "MISSES"
+def verdict(seconds: float, step: str, rss: float | None = None) -> str:
+    ok = seconds <= TARGET[step] and (rss is None or rss <= RSS_TARGET_MB)
+    memory = f" and RSS <= {RSS_TARGET_MB} MB" if rss is not None else ""
+    return f"  target <= {TARGET[step]:.0f} s{memory}: {'MEETS' if ok else 'MISSES'}; before: {LANDED[step]}"
 
 
-def run(bench, args) -> None:
+def run(args) -> None:
     from django.db import connection
 
-    print(f"bench 2 bulk paths: database {connection.vendor}")
-    print(f"conditions: {_common.conditions()}")
     if args.submit:
         figures, rss = run_step("submit", str(args.submit))
         print(f"submit {args.submit} tasks (POST /report/batch/submit, status {figures['status']}): "
@@ -90,38 +69,21 @@ def run(bench, args) -> None:
               f"then the fan-out job enqueued {figures['enqueued']} RQ jobs in {figures['fan_out']:.2f}s; "
               f"peak RSS {rss:.0f} MiB", flush=True)
     if args.replay:
-        bench_replay(args)
+        _common.insert_dead_letters(args.replay, task_ids=_common.make_dead_tasks(args.replay), expired=False)
+        connection.close()
+        figures, rss = run_step("replay", str(args.replay))
+        seconds = figures["seconds"]
+        print(f"replay {args.replay} dead letters (bulk action, set-based, no throttle): {seconds:.2f}s = "
+              f"{args.replay / seconds:.0f} letters/s, {figures['succeeded']} replayed, "
+              f"{figures['batches']} batches, "
+              f"{figures['statements']} SQL statements ({figures['statements'] / args.replay:.2f} a letter); "
+              f"peak RSS {rss:.0f} MiB", flush=True)
+        print(verdict(seconds, "replay"), flush=True)
     rates = [float(r) for r in args.throttle.split(",") if r]
     if rates:
         bench_throttle(rates, args.throttle_seconds)
     for size in (int(s) for s in args.archive.split(",") if s):
         bench_archive_and_purge(size, args)
-    if args.profile_purge:
-        from bench import _purge_profile
-
-        _purge_profile.run(args.profile_purge)
-    print(f"end: {_common.conditions()}")
-
-
-def bench_replay(args) -> None:
-    from django.db import connection
-
-    sample = args.baseline_sample
-    tasks = _common.make_dead_tasks(args.replay + sample)
-    _common.insert_dead_letters(args.replay + sample, task_ids=tasks, expired=False)
-    connection.close()
-    legacy, legacy_rss = run_step("replay-legacy", str(sample))
-    figures, rss = run_step("replay", str(args.replay))
-    seconds = figures["seconds"]
-    legacy_rate = sample / legacy["seconds"]
-    print(f"replay {args.replay} dead letters (bulk action, set-based, no throttle): {seconds:.2f}s = "
-          f"{args.replay / seconds:.0f} letters/s, {figures['succeeded']} replayed, {figures['batches']} batches, "
-          f"{figures['statements']} SQL statements ({figures['statements'] / args.replay:.2f} a letter); "
-          f"peak RSS {rss:.0f} MiB", flush=True)
-    print(f"  target <= {TARGET['replay']:.0f} s: {verdict(seconds, TARGET['replay'])}; landed {LANDED['replay']}; "
-          f"baseline this run (letter by letter, {sample} letters): {legacy_rate:.0f} letters/s = "
-          f"{args.replay / legacy_rate:.1f} s for {args.replay} (peak RSS {legacy_rss:.0f} MiB); "
-          f"speed-up x{(args.replay / seconds) / legacy_rate:.1f}", flush=True)
 
 
 def bench_throttle(rates: list[float], seconds: float) -> None:
@@ -189,72 +151,33 @@ def bench_throttle(rates: list[float], seconds: float) -> None:
 
 
 def bench_archive_and_purge(size: int, args) -> None:
-    from datetime import timedelta
-
     from django.db import connection
-    from django.utils import timezone
 
-    from bench import baselines_bulk
     from deadletters.models import DeadLetter, DeadLetterStatus
 
     DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).update(status=DeadLetterStatus.DISCARDED)
-    shared_tasks = _common.make_dead_tasks(1000)
-    legacy_purge = None
-    if not args.no_purge and args.baseline_sample:
-        # The landed purge on rows of their own (archived long ago), before the big set exists.
-        sample = max(args.baseline_sample, 5000)
-        _common.insert_dead_letters(sample, task_ids=shared_tasks, expired=True)
-        DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).update(
-            status=DeadLetterStatus.ARCHIVED, archived_at=timezone.now() - timedelta(days=90))
-        Path(os.environ["ARCHIVE_DIR"]).mkdir(parents=True, exist_ok=True)
-        rows, seconds = baselines_bulk.purge_batches(Path(os.environ["ARCHIVE_DIR"]) / "legacy.jsonl.gz",
-                                              timezone.now() - timedelta(days=60), limit=sample)
-        legacy_purge = rows / seconds
-    seconds = _common.insert_dead_letters(size, task_ids=shared_tasks, expired=True)
-    print(f"  (inserted {size} expired letters sharing one expire_at in {seconds:.1f}s, not counted)", flush=True)
-    legacy_select = None
-    if connection.vendor == "postgresql":
-        times = baselines_bulk.archive_batch_select(timezone.now())
-        legacy_select = sorted(times)[len(times) // 2]
+    seconds = _common.insert_dead_letters(size, expired=True)
+    print(f"  (inserted {size} expired letters sharing one expire_at in {seconds:.1f}s, not counted)")
     connection.close()
-
-    elapsed, rss, out = run_command(["archive_deadletters"])
+    elapsed, rss, out = _common.manage("archive_deadletters")
     archived = DeadLetter.objects.filter(status=DeadLetterStatus.ARCHIVED).count()
     print(f"archive {size} expired dead letters (manage.py archive_deadletters): {elapsed:.2f}s = "
-          f"{size / elapsed:.0f} letters/s (process start included), {archived} archived; peak RSS {rss:.0f} MiB; "
+          f"{size / elapsed:.0f} letters/s (process start included), {archived} archived; "
+          f"peak RSS {rss:.0f} MiB; "
           f"it said: {out.strip().splitlines()[-1][:160]}", flush=True)
-    baseline = (f"baseline this run (landed batch SELECT at this size): {legacy_select * 1000:.0f} ms a batch "
-                f"x {size // 1000} batches = {legacy_select * size / 1000:.0f} s in SELECTs alone"
-                if legacy_select is not None else "baseline: PostgreSQL only")
-    print(f"  target <= {TARGET['archive']:.0f} s and RSS <= {RSS_TARGET_MB} MB: "
-          f"{verdict(elapsed, TARGET['archive'], rss)}; landed {LANDED['archive']}; {baseline}", flush=True)
+    print(verdict(elapsed, "archive", rss), flush=True)
     if args.no_purge:
         DeadLetter.objects.filter(status=DeadLetterStatus.ARCHIVED).update(status=DeadLetterStatus.DISCARDED)
         return
     connection.close()
-    elapsed, rss, out = run_command(["archive_deadletters", "--purge-archived-after", "0"])
+    elapsed, rss, out = _common.manage("archive_deadletters", "--purge-archived-after", "0")
     left = DeadLetter.objects.filter(status=DeadLetterStatus.ARCHIVED).count()
     runs = sorted(Path(os.environ["ARCHIVE_DIR"]).glob("deadletters-*"))  # a run is a folder of parts
     size_mb = sum(part.stat().st_size for part in runs[-1].glob("part-*")) / 1e6 if runs else 0
     print(f"purge {archived} archived dead letters (--purge-archived-after 0): {elapsed:.2f}s = "
           f"{archived / elapsed:.0f} letters/s, {left} left, file {size_mb:.1f} MB; peak RSS {rss:.0f} MiB; "
           f"it said: {out.strip().splitlines()[-1][:200]}", flush=True)
-    baseline = (f"baseline this run (landed purge, {max(args.baseline_sample, 5000)} rows): {legacy_purge:.0f} rows/s "
-                f"= {archived / legacy_purge:.0f} s for {archived}" if legacy_purge else "no baseline")
-    print(f"  target <= {TARGET['purge']:.0f} s and RSS <= {RSS_TARGET_MB} MB: {verdict(elapsed, TARGET['purge'], rss)}; "
-          f"landed {LANDED['purge']}; {baseline}", flush=True)
-
-
-def run_command(argv: list[str]) -> tuple[float, float, str]:
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(_common.BASE_DIR / "manage.py"), *argv],
-                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv} failed: {out[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024, out
+    print(verdict(elapsed, "purge", rss), flush=True)
 
 
 def child(step: str, argv: list[str]) -> None:
@@ -280,12 +203,15 @@ def child(step: str, argv: list[str]) -> None:
         seconds = time.perf_counter() - start
         if response.status_code not in (200, 201):
             raise SystemExit(f"batch submit answered {response.status_code}: {response.content[:500]!r}")
+        from django.conf import settings
+
         from reports.models import ReportBatch
         from reports.worker.report_job import fan_out_batch
 
         # Large batches are enqueued by one job on the high queue; run it as a worker would.
         fan_out_start = time.perf_counter()
-        fan_out_batch(ReportBatch.objects.latest("pk").pk)
+        if n > settings.REPORT_BATCH_INLINE_ENQUEUE_MAX:  # smaller ones the request enqueued itself
+            fan_out_batch(ReportBatch.objects.latest("pk").pk)
         fan_out = time.perf_counter() - fan_out_start
         enqueued = get_queue("default").count
         print(json.dumps({"seconds": seconds, "status": response.status_code, "enqueued": enqueued,
@@ -320,14 +246,6 @@ def child(step: str, argv: list[str]) -> None:
         print(json.dumps({"seconds": seconds, "succeeded": BulkAction.objects.get(pk=bulk.pk).succeeded,
                           "runs": runs, "statements": len(queries),
                           "batches": -(-bulk.processed // batch_size_for(bulk.rate_per_second))}))
-    elif step == "replay-legacy":
-        from bench import baselines_bulk
-        from deadletters.models import BulkAction, DeadLetter, DeadLetterStatus
-
-        n = int(argv[0])
-        bulk = BulkAction.objects.create(action="replay", actor="bench-legacy", total=n)
-        ids = list(DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).order_by("pk").values_list("pk", flat=True)[:n])
-        print(json.dumps({"seconds": baselines_bulk.replay_letter_by_letter(bulk, ids)}))
     else:
         raise SystemExit(f"unknown step {step}")
 

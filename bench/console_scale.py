@@ -4,57 +4,37 @@ Median and p95 of the dead-letter list (first page, a filtered page, a deep page
 its keyset cursor), the searches an operator types (message text, an 8-character task id, a full
 task id, `#id`, a 12-character fingerprint), the detail page, the dashboard, and the groups by
 cause with their 24-hour sparklines and trends (console and API; then the groups' selector with
-and without the trends, and the ratio), through Django's test client (in process, logged in as a superuser: template rendering included, no network).
-Rows are loaded with COPY. The text search is then measured again without its trigram index
-(dropped in this scratch database): the landed baseline, in the same run. Target (issue 13):
-text search p95 <= 100 ms at 1,000,000 letters; landed 643 ms (984 ms in an earlier run).
+and without the trends, and the ratio), through Django's test client (in process, logged in as a
+superuser: template rendering included, no network). Rows are loaded with COPY. On PostgreSQL the
+text search is then measured again without its trigram index (dropped in this scratch database).
+Target: text search p95 <= 100 ms at 1,000,000 letters.
 
     .venv/bin/python bench/console_scale.py [--n 1000000] [--repeat 30]
         [--postgres postgres://postgres@127.0.0.1:5432/postgres]
         (--postgres '' runs it on SQLite instead)
 """
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _common  # noqa: E402
-
-DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
+from bench._common import percentile  # noqa: E402
 
 
 def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
-    p.set_defaults(postgres=DEFAULT_PG)
+    p.set_defaults(postgres=_common.DEFAULT_PG)
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=30)
-    args = p.parse_args()
-    bench = _common.setup(postgres=args.postgres or None, extra_env={"ALLOWED_HOSTS": "testserver"})
-    try:
-        run(args)
-    finally:
-        bench.cleanup()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    _common.main(p, run, extra_env={"ALLOWED_HOSTS": "testserver"})
 
 
 def measure(client, label: str, url: str, repeat: int) -> list[float]:
-    response = client.get(url)  # warm-up, and a check that the page works
+    response = client.get(url)  # a check that the page works
     if response.status_code != 200:
         raise SystemExit(f"{url} answered {response.status_code}: {response.content[:300]!r}")
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        client.get(url)
-        times.append((time.perf_counter() - start) * 1000)
-    print(f"{label:42} median {statistics.median(times):8.1f} ms   p95 {percentile(times, 0.95):8.1f} ms",
-          flush=True)
-    return times
+    return _common.timed(label, lambda: client.get(url), repeat)
 
 
 def run(args) -> None:
@@ -65,11 +45,8 @@ def run(args) -> None:
     from config.keyset import Cursor
     from deadletters.models import DeadLetter, DeadLetterStatus
 
-    print(f"bench 3 console at scale: {args.n} dead letters, database {connection.vendor}, "
-          f"{args.repeat} requests per page (Django test client, superuser)")
-    print(f"conditions: {_common.conditions()}")
-    tasks = _common.make_dead_tasks(1000)
-    seconds = _common.insert_dead_letters(args.n, task_ids=tasks, expired=False)
+    print(f"{args.n} dead letters, {args.repeat} requests per page (Django test client, superuser)")
+    seconds = _common.insert_dead_letters(args.n, expired=False)
     print(f"(loaded {args.n} rows in {seconds:.1f}s, not counted)", flush=True)
     newest = DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).order_by("-created_at", "-id")
     deep = newest.values("created_at", "id")[args.n // 2]
@@ -105,28 +82,24 @@ def run(args) -> None:
         baseline = measure(client, "baseline: q=host-42 without the trigram", "/console/dead-letters/?q=host-42",
                            max(5, args.repeat // 3))
         print(f"text search p95 {search:.1f} ms: target <= 100 ms: {'MEETS' if search <= 100 else 'MISSES'}; "
-              f"landed 643 ms (984 ms earlier); baseline this run {percentile(baseline, 0.95):.1f} ms "
+              f"without the trigram {percentile(baseline, 0.95):.1f} ms "
               f"(x{percentile(baseline, 0.95) / search:.0f})", flush=True)
-    print(f"peak RSS {_common.peak_rss_mb():.0f} MiB; end: {_common.conditions()}")
 
 
 def trends_cost(repeat: int) -> None:
     """What the sparklines and trend words add to the groups page: the groups' own queries alone,
     then with the trends' grouped query, on the same data."""
+    import statistics
+
     from deadletters.filters import parse_dead_letter_filters
     from deadletters.selectors.letters import fingerprint_groups, fingerprint_groups_with_trends
 
     filters = parse_dead_letter_filters({})
     timings = {}
-    for label, select in (("groups alone", fingerprint_groups), ("groups with trends", fingerprint_groups_with_trends)):
-        select(filters)
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            select(filters)
-            times.append((time.perf_counter() - start) * 1000)
+    for label, select in (("groups alone", fingerprint_groups),
+                          ("groups with trends", fingerprint_groups_with_trends)):
+        times = _common.timed(f"selector: {label}", lambda select=select: select(filters), repeat)
         timings[label] = statistics.median(times)
-        print(f"selector: {label:33} median {timings[label]:8.1f} ms   p95 {percentile(times, 0.95):8.1f} ms", flush=True)
     print(f"trends add {timings['groups with trends'] - timings['groups alone']:.1f} ms to the groups' queries "
           f"(x{timings['groups with trends'] / timings['groups alone']:.2f})", flush=True)
 

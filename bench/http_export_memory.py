@@ -2,9 +2,8 @@
 
     python bench/http_export_memory.py [--mib 10] [--format csv|xlsx]
 
-Each measurement runs in a fresh forked process (Django and openpyxl already imported, as in a
-work-horse) and prints its peak RSS and the growth over the RSS it started with. For comparison, the
-same answer read the way http_export used to (json.loads of the whole body) is measured too.
+The attempt runs in a fresh forked process (Django and openpyxl already imported, as in a
+work-horse); it prints that process's peak RSS and the growth over the RSS it started with.
 """
 
 import argparse
@@ -41,7 +40,7 @@ def payload(mib: float) -> bytes:
 
 
 def serve_elsewhere(mib: float) -> tuple[int, int, int]:
-    """(pid, port) of a forked process that builds the answer and serves it: the measuring process
+    """(pid, port, size) of a forked process that builds the answer and serves it: the measuring process
     never holds the generator's objects."""
     read, write = os.pipe()
     pid = os.fork()
@@ -112,20 +111,8 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix="bench-export-out-"))
     ctx = RunContext(task_id=1, public_id="bench", attempt=1, output_dir=out)
     params = kind.validate({"url": url, "format": args.format, "records_path": "data.items"})
-
-    def export():
-        kind.generate(params, ctx)
-
-    def whole_document():
-        from reports.kinds import outbound
-
-        json.loads(outbound.fetch(outbound.check_url(url, allowed_hosts=settings.HTTP_EXPORT_ALLOWED_HOSTS),
-                                  timeout=10, deadline=120, max_bytes=settings.HTTP_EXPORT_MAX_BYTES))
-
-    peak, growth = measured(export)
+    peak, growth = measured(lambda: kind.generate(params, ctx))
     print(f"http_export {args.format}, {args.mib:g} MiB answer: peak RSS {peak:.1f} MiB, growth {growth:.1f} MiB")
-    peak, growth = measured(whole_document)
-    print(f"json.loads of the same answer alone: peak RSS {peak:.1f} MiB, growth {growth:.1f} MiB")
     os.kill(server_pid, signal.SIGKILL)
     os.waitpid(server_pid, 0)
 

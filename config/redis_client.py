@@ -8,8 +8,8 @@ Sentinel form
 (`rediss+sentinel://` for TLS to the master; a sentinel's port defaults to 26379). A Sentinel
 client asks the sentinels for the master's address on every new connection, so after a failover
 it reconnects to the promoted replica without a restart. Every client retries connection errors
-and timeouts a bounded number of times with exponential backoff (REDIS_RETRY_ATTEMPTS,
-REDIS_RETRY_BACKOFF_CAP) and logs one line when it loses its server, one when it is back and one
+and timeouts a bounded number of times (REDIS_RETRY_ATTEMPTS), waiting by the project's one backoff
+rule (config.backoff), and logs one line when it loses its server, one when it is back and one
 when it gives up; the Sentinel client also logs each master address it learns. Passwords never
 reach a log line: targets are logged with mask_url().
 """
@@ -22,17 +22,20 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis import Redis
-from redis.backoff import EqualJitterBackoff, NoBackoff
+from redis.backoff import AbstractBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
 
+from config.backoff import backoff_delay, doubling
 from config.masking import mask_url_secrets
 
 logger = logging.getLogger("config.redis")
 
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
 SENTINEL_DEFAULT_PORT = 26379
-RETRY_BACKOFF_BASE = 0.1
+# Between reconnects: 0.1-0.2 s, 0.2-0.4 s, ... doubling up to 1.5-3 s (10 retries: 10-21 s, which
+# rides through a Sentinel failover: the sentinels' down-after-milliseconds plus a few seconds).
+RETRY_BACKOFF_CAP = 3.0
 
 
 @dataclass(frozen=True)
@@ -120,11 +123,25 @@ def describe(error: Exception) -> str:
     return f"{type(error).__name__}: {text[:200]}"
 
 
+class Backoff(AbstractBackoff):
+    """config.backoff in redis-py's shape: half of a doubling step up to `cap`, plus up to as much
+    again of jitter (redis-py's EqualJitterBackoff, as one rule of the project)."""
+
+    def __init__(self, cap: float):
+        self.steps = doubling(min(0.1, cap / 2), cap / 2)
+
+    def reset(self) -> None:
+        pass
+
+    def compute(self, failures: int) -> float:
+        return backoff_delay(failures, self.steps, jitter=1.0)
+
+
 class LoggedRetry(Retry):
     """redis-py's Retry loop, saying when a client loses its server, gets it back, or gives up."""
 
-    def __init__(self, *, target: str, retries: int, backoff_cap: float):
-        super().__init__(EqualJitterBackoff(cap=backoff_cap, base=RETRY_BACKOFF_BASE), retries)
+    def __init__(self, *, target: str, retries: int, backoff_cap: float = RETRY_BACKOFF_CAP):
+        super().__init__(Backoff(backoff_cap), retries)
         self.target = target
 
     def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
@@ -212,7 +229,7 @@ def make_redis_client(
     connect_timeout: float,
     socket_timeout: float | None,
     retries: int,
-    backoff_cap: float,
+    backoff_cap: float = RETRY_BACKOFF_CAP,
     health_check_interval: int = 30,
 ) -> Redis:
     """A new client (and connection pool) for `url`; see the module's docstring."""

@@ -119,7 +119,16 @@ TEMPLATES = [
 
 # --- Database -----------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+# A web process keeps its database connection for DB_CONN_MAX_AGE seconds instead of opening one per
+# request (PostgreSQL's connect, authentication and fork cost more than a submit's own queries), and
+# checks it before reusing it after an error or an idle spell. Behind a pooler in transaction mode
+# (PgBouncer) the kept connection is one to the pooler, which lends a server connection for each
+# transaction; 0 opens and closes one per request, as without this setting.
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 600, minimum=0), conn_health_checks=True
+    )
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, workers and the reaper write from separate processes: WAL lets readers
     # run beside a writer, IMMEDIATE takes the write lock up front so two writers
@@ -152,22 +161,14 @@ EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 REDIS_URL = env_str("REDIS_URL", f"unix://{EMBEDDED_REDIS_SOCKET}?db=0")
 REPORT_QUEUES = ("high", "default", "low")
 # Jobs carry only integers, so they are JSON: unpickling what sits in Redis would run whatever
-# code anyone able to write there put in it. transport.serializer.JobSerializer also reads the
-# pickled jobs of earlier releases, while RQ_ACCEPT_PICKLED_JOBS is on (README, "Upgrading").
+# code anyone able to write there put in it.
 JOB_SERIALIZER = "transport.serializer.JobSerializer"
-RQ_ACCEPT_PICKLED_JOBS = env_bool("RQ_ACCEPT_PICKLED_JOBS", False)
 # Every Redis client comes from config.redis_client (plain URLs and redis+sentinel://), with these
-# timeouts and a bounded retry with exponential backoff that rides through a Sentinel failover
-# (10 retries, 0.2 s doubling up to 3 s with jitter: 10-21 s; a failover takes the sentinels'
-# down-after-milliseconds plus a few seconds).
+# timeouts and a bounded number of reconnects that rides through a Sentinel failover (10 retries:
+# 10-21 s; a failover takes the sentinels' down-after-milliseconds plus a few seconds).
 REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1)
 REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 15.0, minimum=0.1)
 REDIS_RETRY_ATTEMPTS = env_int("REDIS_RETRY_ATTEMPTS", 10, minimum=0)
-REDIS_RETRY_BACKOFF_CAP = env_float("REDIS_RETRY_BACKOFF_CAP", 3.0, minimum=0.01)
-# Inside an HTTP request (0.1-0.2, 0.2-0.4, 0.4-0.8 s): then the page is a 503 with Retry-After.
-REDIS_WEB_RETRY_ATTEMPTS = env_int("REDIS_WEB_RETRY_ATTEMPTS", 3, minimum=0)
-# /readyz gives each of its checks (database, Redis) at most this many seconds.
-READINESS_TIMEOUT = env_float("READINESS_TIMEOUT", 2.0, minimum=0.1)
 # Load balancers probe each machine over plain HTTP: SECURE_SSL_REDIRECT must not answer them 301.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 RQ_QUEUES = {
@@ -229,15 +230,12 @@ REPORT_LEASE_GRACE = env_int("REPORT_LEASE_GRACE", 30, minimum=0)
 # seconds (PostgreSQL; SQLite stops waiting for its write lock), so a stuck database is logged and
 # retried instead of hanging the worker.
 REPORT_WORKER_DB_TIMEOUT = env_float("REPORT_WORKER_DB_TIMEOUT", 30.0, minimum=0.1)
-REPORT_PARAMS_MAX_BYTES = env_int("REPORT_PARAMS_MAX_BYTES", 64 * 1024, minimum=1)
 # How long a pending/retrying task may sit past its due time with no RQ job
 # before the reaper enqueues it again.
 REPORT_REENQUEUE_AFTER = env_int("REPORT_REENQUEUE_AFTER", 30, minimum=0)
 # The housekeeper's reaper duties (lapsed leases, lost jobs) run every this many seconds: a few
 # indexed queries each; a worker killed whole is noticed within REPORT_LEASE_SECONDS + this.
 REAPER_INTERVAL = env_int("REAPER_INTERVAL", 5, minimum=1)
-RQ_RESULT_TTL = env_int("RQ_RESULT_TTL", 600, minimum=0)
-RQ_FAILURE_TTL = env_int("RQ_FAILURE_TTL", 7 * 24 * 3600, minimum=0)
 
 # The embedded single-machine setup (`manage.py up` with no REDIS_URL: its own redis-server): only
 # there does this site serve its demo JSON and may http_export fetch it. Any deployment that names
@@ -249,9 +247,11 @@ DEMO_SETUP = env_bool("DEMO_SETUP", not env_str("REDIS_URL"))
 _DEMO_SOURCE = "127.0.0.1:8000"
 HTTP_EXPORT_URL = env_str("HTTP_EXPORT_URL", f"http://{_DEMO_SOURCE}/report/demo/orders.json" if DEMO_SETUP else "")
 HTTP_EXPORT_ALLOWED_HOSTS = env_list("HTTP_EXPORT_ALLOWED_HOSTS", _DEMO_SOURCE if DEMO_SETUP else "")
-HTTP_EXPORT_TIMEOUT = env_float("HTTP_EXPORT_TIMEOUT", 10.0, minimum=0.1)  # connect, and each read
-HTTP_EXPORT_DEADLINE = env_float("HTTP_EXPORT_DEADLINE", 30.0, minimum=0.1)  # the whole fetch
-HTTP_EXPORT_MAX_BYTES = env_int("HTTP_EXPORT_MAX_BYTES", 10 * 1024 * 1024, minimum=1)
+# Constants (not read from the environment): seconds to connect and for each read, seconds for the
+# whole fetch, and the largest body fetched.
+HTTP_EXPORT_TIMEOUT = 10.0
+HTTP_EXPORT_DEADLINE = 30.0
+HTTP_EXPORT_MAX_BYTES = 10 * 1024 * 1024
 
 # --- Dead letters -------------------------------------------------------------
 DEADLETTER_RETENTION_DAYS = env_int("DEADLETTER_RETENTION_DAYS", 7, minimum=1)
@@ -320,11 +320,8 @@ sentry_init(SENTRY_DSN, release=RELEASE_NAME)  # noqa: F405 - config.settings_al
 tracing_init()
 
 # --- JSON API -----------------------------------------------------------------
-API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
-API_DEADLETTER_PAGE_SIZE = env_int("API_DEADLETTER_PAGE_SIZE", 50, minimum=1)
-API_DEADLETTER_PAGE_MAX = env_int("API_DEADLETTER_PAGE_MAX", 200, minimum=1)
-# last_used_at of an API token is written at most this often (seconds), not on every request.
-API_TOKEN_TOUCH_SECONDS = env_int("API_TOKEN_TOUCH_SECONDS", 60, minimum=0)
+# The largest JSON body of an API request but a batch's (constant, not read from the environment).
+API_MAX_BODY_BYTES = 256 * 1024
 # Tasks each API token (or console user calling the API) may submit (a batch of N counts N): (N, period seconds), or None for "off".
 # A full period's budget may be spent at once; past it, a submit waits (429, Retry-After).
 API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
@@ -333,44 +330,42 @@ API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
 API_REPLAY_RATE = env_rate("API_REPLAY_RATE", "60/hour")
 
 # --- Console ------------------------------------------------------------------
-# Table-wide aggregates shared between dashboard polls / filter drop-downs (seconds; 0 = live).
-CONSOLE_DASHBOARD_CACHE_SECONDS = env_int("CONSOLE_DASHBOARD_CACHE_SECONDS", 10, minimum=0)
-CONSOLE_FILTER_CHOICES_CACHE_SECONDS = env_int("CONSOLE_FILTER_CHOICES_CACHE_SECONDS", 300, minimum=0)
+# Constants (not read from the environment): the dashboard's table-wide aggregates are shared
+# between polls this many seconds (0 = live); rows per console page.
+CONSOLE_DASHBOARD_CACHE_SECONDS = 10
+CONSOLE_PAGE_SIZE = 50
 # The client address (audit log, login throttle) is REMOTE_ADDR; behind N reverse proxies,
 # CONSOLE_TRUSTED_PROXY_COUNT=N takes the one they appended to X-Forwarded-For (never the client's
 # left end), and only when the direct peer is in CONSOLE_TRUSTED_PROXIES (addresses or networks).
 CONSOLE_TRUSTED_PROXIES = env_networks("CONSOLE_TRUSTED_PROXIES", "127.0.0.1,::1")
 CONSOLE_TRUSTED_PROXY_COUNT = env_int("CONSOLE_TRUSTED_PROXY_COUNT", 0, minimum=0)
-# Bulk actions: default throttle (letters per second, changeable per run up to the max),
-# letters per transaction, and the replay watch: pause when more than THRESHOLD of the
-# replayed tasks that finished died again, once at least MIN_SAMPLE have finished.
-BULK_ACTION_RATE_PER_SECOND = env_float("BULK_ACTION_RATE_PER_SECOND", 200.0, minimum=0.1)
-BULK_ACTION_MAX_RATE = env_float("BULK_ACTION_MAX_RATE", 2000.0, minimum=0.1)
-BULK_ACTION_BATCH_SIZE = env_int("BULK_ACTION_BATCH_SIZE", 500, minimum=1)
-BULK_REPLAY_PAUSE_THRESHOLD = env_float("BULK_REPLAY_PAUSE_THRESHOLD", 0.5, minimum=0)
-BULK_REPLAY_PAUSE_MIN_SAMPLE = env_int("BULK_REPLAY_PAUSE_MIN_SAMPLE", 20, minimum=1)
-# Ticked rows per bulk action; Django refuses forms of more than 1,000 fields anyway.
-BULK_SELECTION_MAX = env_int("BULK_SELECTION_MAX", 1000, minimum=1)
-# One job runs a bulk for at most this long, then re-enqueues itself to carry on.
-BULK_ACTION_SLICE_SECONDS = env_int("BULK_ACTION_SLICE_SECONDS", 60, minimum=1)
-BULK_ACTION_LOCK_SECONDS = env_int("BULK_ACTION_LOCK_SECONDS", 30, minimum=15)
-# The housekeeper re-enqueues a pending/running bulk silent for this long.
-BULK_ACTION_STALE_SECONDS = env_int("BULK_ACTION_STALE_SECONDS", 120, minimum=30)
-# Canary replays: the share of the first replays that must succeed by default, the most a canary
-# may hold, and how long its outcome is awaited; scheduled runs start at most this many days ahead
-# (the housekeeper starts them within a second of their time).
-BULK_CANARY_SUCCESS = env_float("BULK_CANARY_SUCCESS", 0.8, minimum=0)
-BULK_CANARY_MAX = env_int("BULK_CANARY_MAX", 1000, minimum=1)
-BULK_CANARY_WAIT_SECONDS = env_int("BULK_CANARY_WAIT_SECONDS", 900, minimum=1)
-BULK_SCHEDULE_MAX_DAYS = env_int("BULK_SCHEDULE_MAX_DAYS", 30, minimum=1)
-CONSOLE_PAGE_SIZE = env_int("CONSOLE_PAGE_SIZE", 50, minimum=1)
-# GET /metrics: addresses (or networks) that may scrape without a token; the open-letter causes
-# shown by name (the rest add up as "other"); the window of the attempt histograms.
+# Bulk actions, constants (not read from the environment; a run's rate and its watch's threshold are
+# chosen per run): the default throttle (letters per second) and its max, letters per transaction,
+# and the replay watch: pause when more than THRESHOLD of the replayed tasks that finished died
+# again, once at least MIN_SAMPLE have finished.
+BULK_ACTION_RATE_PER_SECOND = 200.0
+BULK_ACTION_MAX_RATE = 2000.0
+BULK_ACTION_BATCH_SIZE = 500
+BULK_REPLAY_PAUSE_THRESHOLD = 0.5
+BULK_REPLAY_PAUSE_MIN_SAMPLE = 20
+# One job runs a bulk for at most SLICE seconds, then re-enqueues itself to carry on; it holds the
+# bulk's lock LOCK seconds at a time; the housekeeper re-enqueues a pending/running bulk silent for
+# STALE seconds.
+BULK_ACTION_SLICE_SECONDS = 60
+BULK_ACTION_LOCK_SECONDS = 30
+BULK_ACTION_STALE_SECONDS = 120
+# Canary replays (constants): the share of the first replays that must succeed by default, the most
+# a canary may hold, and how long its outcome is awaited; scheduled runs start at most this many days
+# ahead (the housekeeper starts them within a second of their time).
+BULK_CANARY_SUCCESS = 0.8
+BULK_CANARY_MAX = 1000
+BULK_CANARY_WAIT_SECONDS = 900
+BULK_SCHEDULE_MAX_DAYS = 30
+# GET /metrics: addresses (or networks) that may scrape without a token; constants: the open-letter
+# causes shown by name (the rest add up as "other"), the window of the attempt histograms.
 METRICS_ALLOWED_ADDRESSES = env_list("METRICS_ALLOWED_ADDRESSES", "")
-METRICS_TOP_CAUSES = env_int("METRICS_TOP_CAUSES", 10, minimum=1)
-METRICS_WINDOW_SECONDS = env_int("METRICS_WINDOW_SECONDS", 600, minimum=60)
-# Tracebacks longer than this are cut on the detail page (the full text is one click away).
-CONSOLE_TRACEBACK_DISPLAY_CHARS = env_int("CONSOLE_TRACEBACK_DISPLAY_CHARS", 200_000, minimum=1000)
+METRICS_TOP_CAUSES = 10
+METRICS_WINDOW_SECONDS = 600
 
 # --- Batches, priorities, paused kinds ----------------------------------------
 # Per-kind default queue, overriding each kind's default_priority ("http_export=low").
@@ -380,8 +375,8 @@ REPORT_KIND_CONCURRENCY = env_kind_map("REPORT_KIND_CONCURRENCY", minimum=1)
 # Every other kind's cap, so no client's flood of one kind takes every worker; 0 = uncapped.
 REPORT_KIND_DEFAULT_CONCURRENCY = env_int("REPORT_KIND_DEFAULT_CONCURRENCY", 4, minimum=0)
 REPORT_BATCH_MAX_ITEMS = env_int("REPORT_BATCH_MAX_ITEMS", 10_000, minimum=1)
-# Larger batches are enqueued by one job on the high queue rather than inside the request.
-REPORT_BATCH_INLINE_ENQUEUE_MAX = env_int("REPORT_BATCH_INLINE_ENQUEUE_MAX", 1000, minimum=0)
-# Batch submit bodies are larger than single submits (10,000 small items are about 1 MiB); Django's
-# DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) still bounds every body.
-REPORT_BATCH_MAX_BODY_BYTES = env_int("REPORT_BATCH_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
+# Constants (not read from the environment): larger batches are enqueued by one job on the high
+# queue rather than inside the request; batch submit bodies are larger than single submits (10,000
+# small items are about 1 MiB), and Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) still bounds it.
+REPORT_BATCH_INLINE_ENQUEUE_MAX = 1000
+REPORT_BATCH_MAX_BODY_BYTES = 2 * 1024 * 1024

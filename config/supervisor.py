@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from config.backoff import backoff_delay, doubling
 
+# Short for a first death, doubling while it keeps dying: 0.5, 1, 2, 4, 8, 8, ... s.
 RESTART_STEPS = doubling(0.5, 8.0)
 STOP_GRACE = 15.0
 POLL_INTERVAL = 0.2

@@ -3,7 +3,7 @@ error format everywhere but the pages people read (console, admin), which say wh
 reader's language. It is Django's handler500 (config/urls.py), which every unhandled exception
 reaches, from a view, a template or a middleware (the session, the operator's language).
 
-Inside a request the Redis clients retry at most REDIS_WEB_RETRY_ATTEMPTS times (about a second),
+Inside a request the Redis clients retry at most WEB_RETRY_ATTEMPTS times (about a second),
 so a web worker answers 503 instead of waiting out a whole failover. Console and API share this
 and may not import each other, hence it lives here.
 """
@@ -11,7 +11,6 @@ and may not import each other, hence it lives here.
 import logging
 import sys
 
-from django.conf import settings
 from django.contrib.auth.context_processors import PermWrapper
 from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
@@ -24,6 +23,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from config import redis_client
 
 logger = logging.getLogger("config.unavailable")
+
+# Inside an HTTP request (0.1-0.2, 0.2-0.4, 0.4-0.8 s): then the page is a 503 with Retry-After.
+WEB_RETRY_ATTEMPTS = 3
 
 RETRY_AFTER_SECONDS = 5
 PAGE_PATH_PREFIXES = ("/console/", "/admin/")
@@ -42,7 +44,7 @@ class RedisRetriesMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        with redis_client.retries_at_most(settings.REDIS_WEB_RETRY_ATTEMPTS):
+        with redis_client.retries_at_most(WEB_RETRY_ATTEMPTS):
             return self.get_response(request)
 
 

@@ -263,7 +263,6 @@ def _subprocess_env(redis_server, media_root, settings):
         REPORT_HORSE_MAX_TASKS=str(settings.REPORT_HORSE_MAX_TASKS),
         REPORT_HORSE_MAX_RSS_MB=str(settings.REPORT_HORSE_MAX_RSS_MB),
         REPORT_LEASE_SECONDS=str(settings.REPORT_LEASE_SECONDS),
-        RQ_ACCEPT_PICKLED_JOBS="1" if settings.RQ_ACCEPT_PICKLED_JOBS else "0",
         PYTHONUNBUFFERED="1",
     )
     if settings.REPORT_STORAGE == "s3":

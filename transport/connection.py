@@ -17,7 +17,6 @@ def new_redis_connection(url: str | None = None, *, socket_timeout: float | None
         connect_timeout=settings.REDIS_CONNECT_TIMEOUT,
         socket_timeout=socket_timeout or settings.REDIS_SOCKET_TIMEOUT,
         retries=settings.REDIS_RETRY_ATTEMPTS,
-        backoff_cap=settings.REDIS_RETRY_BACKOFF_CAP,
     )
 
 

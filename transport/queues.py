@@ -12,6 +12,10 @@ from rq import Queue
 
 from transport.connection import redis_connection
 
+# How long RQ keeps a finished job's result, and a failed job (seconds): the database keeps the truth.
+RESULT_TTL = 600
+FAILURE_TTL = 7 * 24 * 3600
+
 
 def get_queue(name: str) -> Queue:
     """One of settings.REPORT_QUEUES by name; an unknown name is the default queue."""
@@ -36,8 +40,8 @@ def enqueue_job(
     rq_queue = get_queue(queue)
     options = {
         "job_id": job_id,
-        "result_ttl": settings.RQ_RESULT_TTL if result_ttl is None else result_ttl,
-        "failure_ttl": settings.RQ_FAILURE_TTL,
+        "result_ttl": RESULT_TTL if result_ttl is None else result_ttl,
+        "failure_ttl": FAILURE_TTL,
         "description": description,
         "meta": meta,
     }
@@ -61,8 +65,8 @@ def enqueue_jobs_many(func: str, items: Iterable[tuple]) -> int:
                 args=args,
                 job_id=job_id,
                 timeout=timeout,
-                result_ttl=settings.RQ_RESULT_TTL,
-                failure_ttl=settings.RQ_FAILURE_TTL,
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
                 description=description,
                 meta=meta[0] if meta else None,
             )

@@ -3,7 +3,7 @@ importable function (`os.system`, ...), and RQ imports and calls whatever a job 
 workers hold the database, storage and DingTalk credentials. So a worker runs only the functions
 the apps declared at start-up (AppConfig.ready), and refuses anything else before importing it.
 
-RQ_ACCEPT_PICKLED_JOBS aside, what Redis access still grants: pushing, deleting or delaying the
+What Redis access still grants: pushing, deleting or delaying the
 allowed jobs with arguments of its choosing (each job function checks its payload and the
 database decides, so a forged job can at most make a real task run at another time) and reading
 job ids and worker names."""

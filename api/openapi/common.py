@@ -60,6 +60,9 @@ TASK_ID_PARAM = {
 
 # `<microseconds since the epoch>-<id>`: every value of this shape is a cursor (past the end: empty page).
 CURSOR_PATTERN = "^[0-9]{1,17}-[0-9]{1,18}$"
+# Dead letters per page of GET /report/dead-letters, unless its `limit` (at most the max) says otherwise.
+DEAD_LETTER_PAGE_SIZE = 50
+DEAD_LETTER_PAGE_MAX = 200
 # No text the API stores may hold NUL (a 400 otherwise): free text says so in its pattern.
 NO_NUL = "^[^\\u0000]*$"
 IDEMPOTENCY_KEY = {

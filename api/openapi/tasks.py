@@ -1,9 +1,9 @@
 """The task and dead-letter endpoints of the OpenAPI document."""
 
-from django.conf import settings
-
 from api.openapi.common import (
     CURSOR_PATTERN,
+    DEAD_LETTER_PAGE_MAX,
+    DEAD_LETTER_PAGE_SIZE,
     FORBIDDEN,
     IDEMPOTENCY_KEY,
     MALFORMED,
@@ -206,8 +206,8 @@ def task_paths() -> dict:
                         "schema": {
                             "type": "integer",
                             "minimum": 1,
-                            "maximum": settings.API_DEADLETTER_PAGE_MAX,
-                            "default": settings.API_DEADLETTER_PAGE_SIZE,
+                            "maximum": DEAD_LETTER_PAGE_MAX,
+                            "default": DEAD_LETTER_PAGE_SIZE,
                         },
                     },
                 ],

@@ -4,7 +4,6 @@ Also the dry-run preview (count and a sample)."""
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models import Max, QuerySet
 from django.http import QueryDict
 from django.utils.translation import gettext as _
@@ -19,6 +18,9 @@ from deadletters.filters import (
 from deadletters.models import BulkAction, BulkActionKind, DeadLetter
 from deadletters.services.letters import REPLAYABLE_STATUSES
 from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
+
+# Ticked rows per bulk action; Django refuses forms of more than 1,000 fields anyway.
+SELECTION_MAX = 1000
 
 SCOPE_SELECTED = "selected"
 SCOPE_FILTER = "filter"
@@ -62,7 +64,7 @@ class Selection:
     def queryset(self) -> QuerySet:
         """The letters this selection can still act on, unordered."""
         if self.scope == SCOPE_SELECTED:
-            # Small by construction (BULK_SELECTION_MAX); the runner walks `ids` itself.
+            # Small by construction (SELECTION_MAX); the runner walks `ids` itself.
             qs = DeadLetter.objects.filter(pk__in=self.ids)
         else:
             qs = filtered_dead_letters(self.filters).filter(pk__lte=self.max_id)
@@ -92,10 +94,10 @@ def build_selection(
         parsed = sorted({_positive_id(i, "ids", _("must be dead-letter ids")) for i in ids})
         if not parsed:
             raise InvalidBulkRequest("ids", _("select at least one dead letter"))
-        if len(parsed) > settings.BULK_SELECTION_MAX:
+        if len(parsed) > SELECTION_MAX:
             raise InvalidBulkRequest(
                 "ids",
-                _("at most %(n)d at once; use 'everything matching the filter'") % {"n": settings.BULK_SELECTION_MAX},
+                _("at most %(n)d at once; use 'everything matching the filter'") % {"n": SELECTION_MAX},
             )
         return Selection(action=action, scope=scope, ids=tuple(parsed), max_id=cap)
     if not isinstance(filter_qs, str):

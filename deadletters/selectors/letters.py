@@ -23,6 +23,12 @@ from deadletters.models import Alert, DeadLetter, DeadLetterStatus
 from deadletters.selectors.trends import CauseTrend, attach_trends
 from reports.kinds import KINDS
 
+# Tracebacks longer than this are cut on the detail page (the full text is one click away).
+TRACEBACK_DISPLAY_CHARS = 200_000
+
+# The filter drop-downs' choices (table-wide aggregates) are shared between requests this long.
+FILTER_CHOICES_CACHE_SECONDS = 300
+
 SAMPLE_MESSAGE_CHARS = 300
 GROUPS_LIMIT = 200  # causes a groups page or answer shows, biggest first
 ERROR_MESSAGE_PREVIEW = 300
@@ -56,7 +62,7 @@ def filter_choices() -> dict:
     # DISTINCT over the whole table is a full scan at a million rows: computed once in a
     # while, not on every list page.
     return cache.get_or_set(
-        "console:filter-choices", _filter_choices, settings.CONSOLE_FILTER_CHOICES_CACHE_SECONDS
+        "console:filter-choices", _filter_choices, FILTER_CHOICES_CACHE_SECONDS
     )
 
 
@@ -152,7 +158,7 @@ def dead_letter_for_detail(letter_id: int) -> DeadLetter | None:
         DeadLetter.objects.select_related("task", "task__batch", "replayed_in")
         .defer("traceback")
         .annotate(
-            traceback_head=Substr("traceback", 1, settings.CONSOLE_TRACEBACK_DISPLAY_CHARS),
+            traceback_head=Substr("traceback", 1, TRACEBACK_DISPLAY_CHARS),
             traceback_length=Length("traceback"),
         )
         .filter(pk=letter_id)

@@ -152,19 +152,6 @@ class Param:
     def type_label(self) -> str:
         return TYPE_LABELS.get(self.type, self.type)
 
-    @property
-    def allowed_label(self) -> str:
-        """What values are accepted, in words, for the console."""
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        if self.minimum is not None or self.maximum is not None:
-            return f"{_num(self.minimum)} to {_num(self.maximum)}"
-        if self.type == "date":
-            return "YYYY-MM-DD"
-        if self.max_length is not None:
-            return f"at most {self.max_length} characters"
-        return ""
-
 
 def _num(value) -> str:
     if value is None:

@@ -17,9 +17,9 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 import reports.services.attempt_sql as attempt_sql
+from config.backoff import backoff_delay
 from reports.errors import LeaseExpired, WorkHorseKilled, error_type_name, escape_controls, is_retriable
 from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskAttempt, TaskStatus
-from reports.services.backoff import retry_delay
 from reports.services.counters import DEATHS, bump_counter
 from reports.signals import task_died
 from reports.worker import concurrency
@@ -294,7 +294,9 @@ def record_attempt_failure(
         last_error = f"{failure.error_type}: {failure.message}"[:ERROR_MESSAGE_MAX]
         if retry:
             # Counted within the run, so a replayed task climbs the ladder from its first step.
-            next_retry_at = now + timedelta(seconds=retry_delay(attempt - task.attempts_before_run))
+            steps, jitter = settings.REPORT_RETRY_BACKOFF, settings.REPORT_RETRY_JITTER
+            delay = backoff_delay(attempt - task.attempts_before_run, steps, jitter=jitter)
+            next_retry_at = now + timedelta(seconds=delay)
             updates = {"status": TaskStatus.RETRYING, "next_retry_at": next_retry_at}
         else:
             updates = {"status": TaskStatus.DEAD, "finished_at": now, "next_retry_at": None}

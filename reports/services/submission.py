@@ -2,20 +2,23 @@
 
 import json
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils.translation import gettext as _
 
 from reports.errors import InvalidParams
 from reports.kinds import KINDS, get_kind
 from reports.models import ApiToken, Priority, ReportTask
-from reports.services.enqueue import enqueue_next_attempt_on_commit
+from reports.services.enqueue import enqueue_attempts_on_commit
 
 logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_MAX = 200
+# A task's params, as JSON, at most this large.
+PARAMS_MAX_BYTES = 64 * 1024
 
 
 class IdempotencyConflict(Exception):
@@ -50,10 +53,10 @@ def validate_submission(*, kind: object, params: object, priority: object = None
         # No database column takes NUL (PostgreSQL refuses it in text and JSON).
         raise InvalidParams("params", _("holds a NUL character (\\u0000), which is never accepted"))
     size = len(json.dumps(params, ensure_ascii=False).encode())
-    if size > settings.REPORT_PARAMS_MAX_BYTES:
+    if size > PARAMS_MAX_BYTES:
         raise InvalidParams(
             "params",
-            _("is %(size)d bytes; the limit is %(limit)d") % {"size": size, "limit": settings.REPORT_PARAMS_MAX_BYTES},
+            _("is %(size)d bytes; the limit is %(limit)d") % {"size": size, "limit": PARAMS_MAX_BYTES},
         )
     if priority is None or priority == "":
         priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
@@ -102,12 +105,11 @@ def submit_task(
     """`owner`: the API client submitting; its idempotency keys are its own (None: console, shell)."""
     kind, cleaned, priority = validate_submission(kind=kind, params=params, priority=priority)
     key = validate_idempotency_key(idempotency_key)
-    if key:
-        existing = ReportTask.objects.filter(owner=owner, idempotency_key=key).first()
-        if existing is not None:
-            return _idempotent_repeat(existing, kind, cleaned)
     try:
-        with transaction.atomic():
+        # One INSERT: in autocommit its own transaction, inside a caller's a savepoint (a used key
+        # must not break the caller's transaction). A key used before (or by a concurrent submit)
+        # fails it on the unique index, so the usual submit, with a new key, reads nothing first.
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
             task = ReportTask.objects.create(
                 kind=kind,
                 params=cleaned,
@@ -118,15 +120,13 @@ def submit_task(
                 submitted_by=submitted_by[:150],
                 owner=owner,
             )
-            enqueue_next_attempt_on_commit(task)
     except IntegrityError:
-        if not key:
-            raise
-        # Lost the race to a concurrent submit with the same key: theirs is the task.
-        existing = ReportTask.objects.filter(owner=owner, idempotency_key=key).first()
+        existing = ReportTask.objects.filter(owner=owner, idempotency_key=key).first() if key else None
         if existing is None:
             raise
         return _idempotent_repeat(existing, kind, cleaned)
+    # The attempt's job, once the row is committed (at once in autocommit): one Redis round trip.
+    enqueue_attempts_on_commit([(task.pk, task.attempt + 1, priority, task.timeout_seconds, kind)])
     logger.info("submitted task %s kind=%s priority=%s", task.public_id, kind, priority)
     return SubmitResult(task=task, created=True)
 

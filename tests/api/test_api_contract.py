@@ -14,7 +14,7 @@ from django.urls import URLPattern, get_resolver
 from django.utils import timezone
 
 from api.openapi import openapi_document
-from api.submit_budget import REPLAY, charge_budget, charge_submit_budget
+from api.submit_budget import REPLAY, SUBMIT, charge_budget
 from deadletters.models import AlertSnooze, BulkAction
 from reports.models import ReportBatch, TaskStatus
 from reports.services.tokens import create_api_token
@@ -110,7 +110,7 @@ def world(db, media_root, django_user_model, api_token):
     (media_root / "out.csv").write_text("a,b\n1,2\n")
     staff = django_user_model.objects.create_user("plain-staff", password="pw-123456789", is_staff=True)
     spent, spent_raw = create_api_token(name="spent-budget", scopes=("submit",))
-    charge_submit_budget(spent, cost=10 * settings.API_SUBMIT_RATE[0])
+    charge_budget(SUBMIT, spent, cost=10 * settings.API_SUBMIT_RATE[0])
     replays_spent, replays_spent_raw = create_api_token(name="spent-replays", scopes=("replay", "operator"))
     charge_budget(REPLAY, replays_spent, cost=10 * settings.API_REPLAY_RATE[0])
     return {

@@ -18,12 +18,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def gunicorn(subprocess_env, tmp_path):
     started = []
 
-    def start(**env_overrides) -> tuple[str, Path]:
+    def start(conf: str = "python:config.gunicorn_conf", **env_overrides) -> tuple[str, Path]:
         port = free_port()
         log = tmp_path / f"gunicorn-{port}.log"
-        env = dict(subprocess_env(), WEB_BIND=f"127.0.0.1:{port}", WEB_WORKERS="2", **env_overrides)
+        env = dict(subprocess_env(), **env_overrides)
+        # gunicorn's own flags override the config file's defaults.
+        flags = ["--bind", f"127.0.0.1:{port}", "--workers", "2"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn_conf", "config.wsgi"],
+            [sys.executable, "-m", "gunicorn", "-c", conf, *flags, "config.wsgi"],
             cwd=BASE_DIR,
             env=env,
             stdout=log.open("w"),
@@ -91,7 +93,7 @@ def test_gunicorn_serves_probes_and_the_console(gunicorn, operator):
 
 
 def test_readyz_names_what_failed_when_redis_is_down(gunicorn):
-    base, _ = gunicorn(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", READINESS_TIMEOUT="0.5")
+    base, _ = gunicorn(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
 
     ready = requests.get(f"{base}/readyz", timeout=10)
 
@@ -121,7 +123,9 @@ def test_gunicorn_opens_no_control_socket_unless_asked_and_then_under_var(gunico
     gunicorn(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), VAR_DIR=str(var))
     assert not [p for p in (*home.rglob("*"), *runtime.rglob("*"), *var.rglob("*.ctl"))]
 
-    gunicorn(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), VAR_DIR=str(var), WEB_CONTROL_SOCKET="true")
+    turned_on = tmp_path / "control_socket_conf.py"
+    turned_on.write_text("from config.gunicorn_conf import *  # noqa: F403\ncontrol_socket_disable = False\n")
+    gunicorn(str(turned_on), HOME=str(home), XDG_RUNTIME_DIR=str(runtime), VAR_DIR=str(var))
     socket_path = var / "gunicorn.ctl"
     wait_until(socket_path.exists, timeout=10, message="the control socket under var/")
     assert oct(socket_path.stat().st_mode & 0o777) == "0o600"

@@ -3,7 +3,8 @@
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from deadletters.models import AuditEntry, DeadLetterStatus
 from deadletters.services.replay import replay_task
@@ -87,6 +88,29 @@ def test_same_key_with_other_params_is_a_conflict():
     with pytest.raises(IdempotencyConflict):
         submit_task(kind="probe", params={"sleep_seconds": 2}, idempotency_key="k1")
     assert ReportTask.objects.count() == 1
+
+
+def test_a_new_key_costs_one_statement_and_a_repeat_one_more_read(redis_conn):
+    with CaptureQueriesContext(connection) as first:
+        created = submit_task(kind="probe", params={}, idempotency_key="k2")
+    with CaptureQueriesContext(connection) as again:
+        repeat = submit_task(kind="probe", params={}, idempotency_key="k2")
+
+    assert [q["sql"].split()[0] for q in first.captured_queries] == ["INSERT"]
+    assert [q["sql"].split()[0] for q in again.captured_queries] == ["INSERT", "SELECT"]
+    assert created.created and not repeat.created and repeat.task.pk == created.task.pk
+    assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{created.task.pk}-1".encode()]
+
+
+def test_a_repeated_key_inside_a_callers_transaction_leaves_it_usable(redis_conn):
+    first = submit_task(kind="probe", params={}, idempotency_key="k3").task
+    with transaction.atomic():
+        repeat = submit_task(kind="probe", params={}, idempotency_key="k3")
+        other = submit_task(kind="probe", params={}).task  # the transaction still takes statements
+
+    assert repeat.task.pk == first.pk and not repeat.created
+    assert ReportTask.objects.filter(pk=other.pk).exists()
+    assert redis_conn.llen("rq:queue:default") == 2
 
 
 def test_twenty_concurrent_replays_make_one_run(start_worker, redis_conn):

@@ -1,33 +1,6 @@
-"""The backoff policy on its own: steps, the repeating last step, jitter bounds."""
+"""reports.services.attempts: a failed attempt's wait before the next (REPORT_RETRY_BACKOFF)."""
 
 import pytest
-
-from reports.services.backoff import retry_delay
-
-
-def test_each_failed_attempt_waits_its_step_and_the_last_step_repeats(settings):
-    settings.REPORT_RETRY_BACKOFF = (10.0, 30.0, 60.0)
-    settings.REPORT_RETRY_JITTER = 0.0
-
-    assert [retry_delay(n) for n in (1, 2, 3, 4, 9)] == [10.0, 30.0, 60.0, 60.0, 60.0]
-
-
-def test_jitter_only_lengthens_the_wait_and_stays_within_its_fraction(settings):
-    settings.REPORT_RETRY_BACKOFF = (10.0,)
-    settings.REPORT_RETRY_JITTER = 0.2
-
-    delays = [retry_delay(1) for _ in range(500)]
-
-    assert min(delays) >= 10.0 and max(delays) <= 12.0
-    assert max(delays) - min(delays) > 1.0  # it does spread a burst of failures out
-
-
-@pytest.mark.parametrize("attempt", [0, -3])
-def test_an_attempt_number_below_one_gets_the_first_step(settings, attempt):
-    settings.REPORT_RETRY_BACKOFF = (10.0, 30.0)
-    settings.REPORT_RETRY_JITTER = 0.0
-
-    assert retry_delay(attempt) == 10.0
 
 
 @pytest.mark.django_db
