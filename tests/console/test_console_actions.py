@@ -179,7 +179,7 @@ def test_two_operators_replaying_at_once_make_one_run(django_user_model):
     letter.refresh_from_db()
     winner = letter.replayed_by
     loser = next(r for r in responses.values() if r.status_code == 409).content.decode()
-    assert f"Already replayed by {winner} at {letter.replayed_at:%Y-%m-%d %H:%M:%S}" in loser
+    assert f"Already replayed by {winner} at {timezone.localtime(letter.replayed_at):%Y-%m-%d %H:%M:%S}" in loser
     assert len(queued_job_ids()) == 1
     assert AuditEntry.objects.filter(action="replay").count() == 1
 
