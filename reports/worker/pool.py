@@ -16,10 +16,14 @@ in a horse forked for the job, while the worker keeps beating and recording for 
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from redis.exceptions import RedisError
 from rq.exceptions import StopRequested
+from rq.executions import Execution
+from rq.job import Job
+from rq.queue import Queue
 from rq.suspension import is_suspended
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
@@ -27,10 +31,8 @@ from rq.worker import WorkerStatus
 from reports.kinds import get_kind
 from reports.models import ReportTask
 from reports.outputs import prepare_attempt_dir
-from reports.services import attempt_sql
 from reports.services.enqueue import job_id_for
 from reports.worker import pool_horses, pool_rq, report_job
-from reports.worker.pool_carry import Carry, InFlight
 from reports.worker.pool_forked import OwnHorseForOtherJobs
 from reports.worker.pool_horses import Horse
 from reports.worker.pool_taken import JobsForHorses
@@ -41,6 +43,18 @@ logger = logging.getLogger("reports.worker")
 
 POLL_SECONDS = 0.02  # an idle horse and an empty queue: how often to look again
 SUSPENSION_CHECK_SECONDS = 1.0
+
+
+@dataclass
+class InFlight:
+    job: Job
+    queue: Queue
+    task: ReportTask
+    horse: Horse
+    execution: Execution | None
+    overrun_at: float | None
+    killed_for_overrun: bool = False
+    taken_back: bool = False
 
 
 class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
@@ -55,7 +69,6 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
         self._ended: list[pool_rq.Ended] = []  # recorded; RQ not told yet
         self._starting: list[InFlight] = []  # with their horses; RQ not told yet
         self._next_suspension_check = 0.0
-        self._carry = Carry()  # completions that go with the next claims
 
     # --- the loop's hooks ---------------------------------------------------------------
 
@@ -91,9 +104,6 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
             try:
                 return super().execute_job(job, queue)
             finally:
-                # After the hand-over, while the horse runs: the completion the claim carried; on
-                # SQLite, whose claim carries none, the completions held until this hand-over.
-                self._settle_carry(carried_only=attempt_sql.carries_completions())
                 if self._chosen is not None:  # not handed over (a phantom, a deferred claim)
                     self._idle.append(self._chosen)
                     self._chosen = None
@@ -104,26 +114,18 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
         self._tell_rq()
         return super().execute_job(job, queue)
 
-    def carried_completion(self):
-        return self._carry.completion if attempt_sql.carries_completions() else None
-
-    def _claim(self, task_id: int, attempt: int, slot=None):
-        completing = self.carried_completion()
-        try:
-            return super()._claim(task_id, attempt, slot)
-        finally:
-            if completing is not None and completing.done is None:
-                self._settle_carry()  # not carried (a failed claim): recorded at once, not after a back-off
-
-    def _settle_carry(self, *, carried_only: bool = False) -> None:
-        self._ended += self._carry.settle(self._recorder, carried_only=carried_only)
-
     def _slot_taken_for(self, job, task_id: int, attempt: int):
         slot = pool_rq.taken_slot(job)
         if slot is not None and job.id != job_id_for(task_id, attempt):  # not the attempt it was taken for
             pool_rq.give_back_slot(job.id, slot)
             return None
         return slot
+
+    def _give_back_slot(self, task_id: int, attempt: int, slot) -> None:
+        try:
+            pool_rq.give_back_slot(job_id_for(task_id, attempt), slot)
+        except RedisError as exc:  # the slot's own lease frees it
+            logger.error("could not give back the concurrency slot of task %s: %s", task_id, exc)
 
     def check_for_suspension(self, burst):
         """RQ asks Redis before every job and, while suspended, sleeps in its loop: a pool's attempts
@@ -310,9 +312,8 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
         result = report_job.RunResult.from_bytes(frame)
         if result is None:
             result = horse_exit_result(b"", None, overrun=False)
-        if not self._carry.hold(inflight, result):
-            self._recorder.record(inflight.task, result, release_slot=False)
-            self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
+        self._recorder.record(inflight.task, result, release_slot=False)
+        self._ended.append(pool_rq.Ended(inflight, result.status, inflight.task))
         if (
             horse.tasks >= settings.REPORT_HORSE_MAX_TASKS
             or result.status == report_job.TIMEOUT
@@ -349,7 +350,6 @@ class PoolReportWorker(JobsForHorses, OwnHorseForOtherJobs, ReportWorker):
         in one round trip (the slots not yet released by a dequeue are released in it). When Redis
         fails, the database is still the truth: the slots' leases free them and the reaper loop
         wakes their waiters."""
-        self._settle_carry()
         ended, self._ended = self._ended, []
         starting, self._starting = self._starting, []
         if not ended and not starting:

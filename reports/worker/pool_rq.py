@@ -21,7 +21,7 @@ from rq.queue import Queue
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
-from reports.worker import concurrency
+from reports.services import concurrency
 
 logger = logging.getLogger("reports.worker")
 

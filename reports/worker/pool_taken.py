@@ -18,7 +18,7 @@ TAKE_AHEAD_SECONDS = 0.02
 
 
 class JobsForHorses:
-    """Mixed into PoolReportWorker: `_idle`, `_inflight`, `_carry`, `_ended` and `_service` are the pool's."""
+    """Mixed into PoolReportWorker: `_idle`, `_inflight`, `_ended` and `_service` are the pool's."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -33,12 +33,7 @@ class JobsForHorses:
             return self._announce(self._taken.pop(0))
         wanted = max(len(self._idle), 1)
         try:
-            jobs = pool_rq.dequeue_many(
-                self, releasing=self._ended, full_goes_back=self._carry.holding, wanted=wanted
-            )
-            if jobs is pool_rq.FULL:  # a slot a held completion holds may be the one it needs
-                self._settle_carry()
-                jobs = pool_rq.dequeue_many(self, releasing=self._ended, wanted=wanted)
+            jobs = pool_rq.dequeue_many(self, releasing=self._ended, wanted=wanted)
             while jobs and all(job is pool_rq.GONE for job in jobs):
                 jobs = pool_rq.dequeue_many(self, wanted=wanted)
         except RedisError as exc:

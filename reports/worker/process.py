@@ -1,20 +1,6 @@
-"""Our RQ workers: the worker process owns each report attempt.
-
-For a report job, the long-lived worker process, with its warm ORM and its persistent database
-connection, claims the attempt before anything runs, renews the attempt's lease while it runs
-(one UPDATE every REPORT_HEARTBEAT_SECONDS), and records the outcome afterwards: done, failed
-(classified), timeout, or abandoned when the work-horse died. The work-horse only runs the
-report kind. Every other job (alert sends, bulk actions, batch fan-outs) runs as a plain RQ job.
-
-- ReportWorker forks a work-horse per job, as rq.Worker does (the default of `rqworker` and
-  `manage.py up`): a horse killed by the OOM killer is recorded at once, and a horse that
-  overruns its timeout is killed and recorded as a timeout.
-- SimpleReportWorker runs jobs in the worker process, as rq.SimpleWorker does; a thread renews
-  the lease. README ("Workers") says when to choose which.
-
-If the whole worker dies, its heartbeat stops and the reaper takes the attempt back within
-REPORT_LEASE_SECONDS plus one reaper interval.
-"""
+"""Our RQ workers: the worker process claims each report attempt before anything runs, renews
+its lease while it runs and records its outcome after. ReportWorker forks a horse per job;
+SimpleReportWorker runs jobs in the worker process (a thread renews the lease)."""
 
 import logging
 import os
@@ -186,9 +172,6 @@ class _AttemptOwner:
     def _slot_taken_for(self, job, task_id: int, attempt: int):
         return None  # the pool worker's dequeue takes slots (reports/worker/pool_rq.py)
 
-    def carried_completion(self):
-        return None  # the pool worker's claims carry completions (reports/worker/pool_carry.py)
-
     def _claim(self, task_id: int, attempt: int, slot=None) -> "ReportTask | report_job.Decided":
         started = time.monotonic()
         claim = dict(
@@ -196,16 +179,26 @@ class _AttemptOwner:
         )
         try:
             try:
-                claimed = claim_task(**claim, slot=slot, completing=self.carried_completion())
+                claimed = claim_task(**claim, kind=slot[0] if slot else None)
+                if slot is not None and not isinstance(claimed, ReportTask):
+                    # Not the kind its job named (or a phantom): the slot goes back, and the claim
+                    # is made the ordinary way.
+                    self._give_back_slot(task_id, attempt, slot)
+                    slot = None
+                    claimed = claim_task(**claim)
             except (OperationalError, InterfaceError) as exc:
                 # Most often the server dropped this idle connection (a restart, a failover, a
                 # terminated backend): once more on a new one. A claim that did commit before
                 # the error makes this one a phantom; its lease then lapses and the reaper retries.
-                # (A slot taken for it was given back: this claim is an ordinary one.)
                 logger.warning("claim of task %s attempt %s: %s; reconnecting", task_id, attempt, exc)
                 connection.close()
+                if slot is not None:
+                    self._give_back_slot(task_id, attempt, slot)
+                    slot = None
                 claimed = claim_task(**claim)
         except Exception as exc:  # database or Redis down: RQ fails the job, the reaper retries it
+            if slot is not None:
+                self._give_back_slot(task_id, attempt, slot)
             self._claim_failures += 1
             logger.error("claim of task %s attempt %s failed: %s: %s", task_id, attempt, type(exc).__name__, exc)
             connection.close()
@@ -222,6 +215,9 @@ class _AttemptOwner:
             logger.info("phantom delivery of task %s attempt %s ignored", task_id, attempt)
             return report_job.Decided(task_id, attempt, "phantom")
         return claimed
+
+    def _give_back_slot(self, task_id: int, attempt: int, slot) -> None:
+        pass
 
     def _settle_without_running(self, job, queue, decided: "report_job.Decided") -> None:
         """Phantom, deferred or unclaimable: RQ's bookkeeping in this process, nothing forked."""

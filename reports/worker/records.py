@@ -15,9 +15,15 @@ from rq.timeouts import JobTimeoutException
 from reports.errors import WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
-from reports.services import FailureInfo, complete_task, record_attempt_failure, renew_lease
-from reports.services.due_retries import promote_due_retries
-from reports.worker import concurrency, report_job
+from reports.services import (
+    FailureInfo,
+    complete_task,
+    concurrency,
+    promote_due_retries,
+    record_attempt_failure,
+    renew_lease,
+)
+from reports.worker import report_job
 from reports.worker.horse import describe_exit
 
 logger = logging.getLogger("reports.worker")

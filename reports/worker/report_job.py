@@ -27,9 +27,15 @@ from reports.kinds import get_kind
 from reports.kinds.base import RunContext
 from reports.models import AttemptOutcome, ReportTask
 from reports.outputs import remove_other_attempts_output, remove_output, scratch_dir, store_output
-from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
+from reports.services import (
+    ClaimDeferred,
+    FailureInfo,
+    claim_task,
+    complete_task,
+    concurrency,
+    record_attempt_failure,
+)
 from reports.services.batches import enqueue_batch_tasks
-from reports.worker import concurrency
 
 logger = logging.getLogger(__name__)
 

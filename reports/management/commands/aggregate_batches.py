@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand
 from django.utils.translation import gettext as _
 
 from reports.services.batches import aggregate_batches
-from reports.worker import concurrency
+from reports.services import concurrency
 
 
 class Command(BaseCommand):

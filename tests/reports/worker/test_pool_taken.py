@@ -6,8 +6,8 @@ a kind at its cap is never taken ahead."""
 
 import pytest
 
-from reports.services import submit_task
-from reports.worker import concurrency, pool_rq, pool_taken
+from reports.services import concurrency, submit_task
+from reports.worker import pool_rq, pool_taken
 from reports.worker.pool import PoolReportWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,9 +9,8 @@ import time
 import pytest
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
-from reports.services import submit_task
+from reports.services import concurrency, submit_task
 from reports.services.batches import submit_batch
-from reports.worker import concurrency
 from reports.worker.reaper import reap_tasks
 from tests.conftest import horse_pid_of_running_attempt, wait_until
 
