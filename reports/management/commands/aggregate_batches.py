@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand
 from django.utils.translation import gettext as _
 
-from reports.services.batches import aggregate_batches
 from reports.services import concurrency
+from reports.services.batches import aggregate_batches
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.utils.translation import gettext as _
 from redis.exceptions import RedisError
 
 from config.looping import run_passes
+from reports.services import concurrency
 from reports.services.batches import aggregate_batches
 from reports.signals import reaper_pass_finished
-from reports.services import concurrency
 from reports.worker.reaper import reap_tasks
 
 logger = logging.getLogger("reports.worker.reaper")
