@@ -264,12 +264,15 @@ class Horse:
             return 0.0
         return resident_pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
-    def retire(self) -> None:
+    def retire(self, *, wait: bool = False) -> None:
         """Let an idle horse go: it exits on its request pipe's EOF; SIGTERM in case a process forked
-        meanwhile (RQ's scheduler) holds that pipe open too."""
+        meanwhile (RQ's scheduler) holds that pipe open too. `wait`: until it is gone."""
         _close(self.requests_fd)
         self.requests_fd = -1
         self.kill(signal.SIGTERM)
+        if wait:
+            self.reap(block=True)
+            self.close()
 
     def kill(self, signum: int = signal.SIGKILL) -> None:
         try:
@@ -286,6 +289,20 @@ class Horse:
             _close(fd)
         self.requests_fd = self.results_fd = -1
         self.pidfd = None
+
+
+@dataclass
+class Running:
+    """A job a horse runs: a report attempt (`task`) or another job."""
+
+    job: object
+    queue: object
+    horse: Horse
+    task: object  # the ReportTask of a report attempt, or None
+    overrun_at: float  # 0: never
+    execution: object = None  # RQ's, once told of the start
+    killed_for_overrun: bool = False
+    taken_back: bool = False
 
 
 def _close(fd: int) -> None:

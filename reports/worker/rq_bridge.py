@@ -59,20 +59,19 @@ def report_attempt_of(job) -> tuple[int, int] | None:
 
 # --- taking jobs ------------------------------------------------------------------------------
 
-# KEYS: the queues in order, then a (holders, waiters) pair per slot to release. ARGV: the job key
-# prefix, the number of queues, the capped kinds ({kind: [holders key, limit]}, JSON), the slot
-# lease beyond the job timeout, how many jobs to take, then a (limit, holder) pair per slot to
-# release. In one round trip: the slots of the attempts just recorded are released (their waiters
-# popped); up to that many jobs are popped in the queues' order; and when a job is a report attempt
-# whose meta names a capped kind, a slot of that kind is taken for it, so that its claim needs no
+# KEYS: the queues, then (holders, waiters) per slot to release. ARGV: the job key prefix, the number
+# of queues, the capped kinds ({kind: [holders key, limit]}), the slot lease beyond the job timeout,
+# how many jobs to take, '1' if even a first job at its cap goes back, then (limit, holder) per slot
+# to release. The slots are released (their waiters popped), jobs popped in the queues' order, and
+# for a report attempt whose meta names a capped kind a slot is taken, so its claim needs no
 # transaction around Redis. A job after the first whose kind is at its cap goes back to the head of
-# its queue and ends the batch (taken alone, next time, it is claimed the ordinary way).
+# its queue and ends the batch.
 _POP = concurrency.RELEASE_AND_WAKE_FUNCTION + concurrency.TAKE_SLOT_FUNCTION + """
 local queues = tonumber(ARGV[2])
 local woken = {}
 for pair = 1, (#KEYS - queues) / 2 do
   local at = queues + 2 * pair - 1
-  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[4 + 2 * pair], ARGV[5 + 2 * pair])
+  woken[pair] = release_and_wake(KEYS[at], KEYS[at + 1], ARGV[5 + 2 * pair], ARGV[6 + 2 * pair])
 end
 local wanted = tonumber(ARGV[5])
 local caps = cjson.decode(ARGV[3])
@@ -98,7 +97,7 @@ while #taken < wanted and i <= queues do
         local score = take_slot(cap[1], cap[2], task .. ':' .. attempt, timeout + tonumber(ARGV[4]))
         if score then
           slot = {hint.kind, score}
-        elseif #taken > 0 then
+        elseif #taken > 0 or ARGV[6] == '1' then
           redis.call('LPUSH', KEYS[i], id)
           break
         end
@@ -125,16 +124,16 @@ class Ended:
     queue: object = None  # given for a job that ends without running (a phantom): RQ hears of both
 
 
-def dequeue_many(worker, *, wanted: int, releasing: list[Ended] = ()) -> list:
+def dequeue_many(worker, *, wanted: int, releasing: list[Ended] = (), ahead: bool = False) -> list:
     """Up to `wanted` (job, queue) pairs, in the queues' order, in one round trip; the concurrency
     slots of `releasing` are freed first and their waiters enqueued. A job for which a slot was
     taken carries it (taken_slot()). Ids whose job hash is gone, or that are no job at all, are
-    dropped (as RQ skips them)."""
+    dropped (as RQ skips them). `ahead`: jobs taken ahead, none of a kind at its cap."""
     queues = worker.queues
     slots = _unreleased_slots(releasing)
     keys = [q.key for q in queues]
     args = [Job.redis_job_namespace_prefix, len(queues), json.dumps(concurrency.caps_by_holders_key()),
-            settings.REPORT_LEASE_GRACE, max(wanted, 1)]
+            settings.REPORT_LEASE_GRACE, max(wanted, 1), "1" if ahead else "0"]
     for _, (holders, waiters, limit, holder) in slots:
         keys += [holders, waiters]
         args += [limit, holder]
@@ -326,15 +325,13 @@ def _finish_in(pipe, worker, ended: Ended) -> None:
 
 
 def job_failed(worker, job: Job, queue, execution: Execution | None, exc_string: str) -> None:
-    """RQ's failure of a job (its FailedJobRegistry entry and Result), as rq.Worker writes it; never
-    raises: the database is the truth, RQ's registries can wait."""
+    """RQ's failure of a job, as rq.Worker writes it; never raises (the database is the truth)."""
     job.ended_at = rq_now()
     try:
-        if RQ_3:
-            worker.handle_job_failure(job, queue=queue, exc_string=exc_string, execution=execution)
-        else:
+        if not RQ_3:
             worker.execution = execution
-            worker.handle_job_failure(job, queue=queue, exc_string=exc_string)
+        rq_3 = {"execution": execution} if RQ_3 else {}
+        worker.handle_job_failure(job, queue=queue, exc_string=exc_string, **rq_3)
     except RedisError as exc:
         logger.error("RQ bookkeeping of job %s failed: %s", job.id, exc)
 
@@ -363,9 +360,12 @@ def beat(worker, running: list[tuple[Job, Execution]]) -> None:
         pipe.execute()
 
 
-def suspended(worker) -> bool:
-    """`rq suspend` is in force (for every worker, or for this one)."""
-    return is_suspended(worker.connection, worker) if RQ_3 else is_suspended(worker.connection)
+def suspended(worker, unknown: bool) -> bool:
+    """`rq suspend` in force, for every worker or this one (`unknown`: what to answer without Redis)."""
+    try:
+        return is_suspended(worker.connection, worker) if RQ_3 else is_suspended(worker.connection)
+    except RedisError:
+        return unknown
 
 
 class ReportScheduler(RQScheduler):

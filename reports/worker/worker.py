@@ -1,22 +1,20 @@
 """ReportWorker: the worker process, its pool of work-horses (reports/worker/horses.py) and its loop.
 
-The worker owns each report attempt: it claims the attempt (the engine's claim_task, on its own
-warm database connection) before a horse runs it, renews its lease while it runs and records its
-outcome after. The horses, REPORT_WORKER_CONCURRENCY of them, are forked once and reused (as
-Celery's prefork pool), recycled after REPORT_HORSE_MAX_TASKS attempts (1: a fork per task), past
-REPORT_HORSE_MAX_RSS_MB, and after a timeout. Jobs that are not report attempts (alert sends, bulk
-actions, batch fan-outs) run in the same horses, through the same protocol. RQ is a library here,
-through reports/worker/rq_bridge.py, so `rq info` and rq-dashboard read what rq.Worker leaves.
-
+The worker owns each report attempt: it claims it (the engine's claim_task, on its own warm
+database connection) before a horse runs it, renews its lease while it runs, records its outcome
+after. The horses, REPORT_WORKER_CONCURRENCY of them, are forked once and reused (as Celery's
+prefork pool), recycled after REPORT_HORSE_MAX_TASKS jobs (1: a fork per job), past
+REPORT_HORSE_MAX_RSS_MB, and after a timeout. Other jobs (alert sends, bulk actions, batch
+fan-outs) run in the same horses, through the same protocol. RQ is a library here, through
+reports/worker/rq_bridge.py, so `rq info` and rq-dashboard read what rq.Worker leaves.
 The loop (work) reads top to bottom: keep the pool full; take as many jobs as there are idle
-horses (the one notion of demand) and claim and hand over each; tell RQ of the starts and ends;
-then wait for results, deaths, beats and overruns; on a stop, finish (warm) or kill (cold)."""
+horses (the one notion of demand), claim and hand over each; tell RQ of the starts and ends;
+wait for results, deaths, beats and overruns; on a stop, finish (warm) or kill (cold)."""
 
 import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -28,32 +26,19 @@ from config.backoff import backoff_delay, doubling
 from reports.kinds import get_kind
 from reports.models import ReportTask
 from reports.outputs import prepare_attempt_dir
-from reports.services import ClaimDeferred, claim_task
+from reports.services import ClaimDeferred, claim_task, concurrency
 from reports.worker import horses, outcomes, report_job, rq_bridge
-from reports.worker.horses import Horse
+from reports.worker.horses import Horse, Running
 from transport.connection import new_redis_connection
 from transport.registry import note_refusal
 
 logger = logging.getLogger("reports.worker")
 
 POLL_SECONDS = 0.02  # idle horses, attempts in flight, empty queues: how often to look again
+AHEAD_SECONDS = 0.02  # how long jobs taken ahead wait for a horse before they go back
 PROMOTE_EVERY_SECONDS = 0.5
 SUSPENSION_CHECK_SECONDS = 1.0
 CLAIM_FAILURE_WAITS = doubling(0.5, 10.0)  # a database that refuses claims is not asked at full speed
-
-
-@dataclass
-class Running:
-    """A job a horse runs: a report attempt (`task`) or another job."""
-
-    job: object
-    queue: object
-    horse: Horse
-    task: ReportTask | None
-    overrun_at: float  # 0: never
-    execution: object = None  # RQ's, once told of the start
-    killed_for_overrun: bool = False
-    taken_back: bool = False
 
 
 class ReportWorker(Worker):
@@ -67,17 +52,18 @@ class ReportWorker(Worker):
         self._running: dict[int, Running] = {}  # by horse pid
         self._retiring: list[Horse] = []
         self._starting: list[Running] = []  # handed over; RQ not told yet
+        self._results: list[tuple[Running, report_job.RunResult]] = []  # to record after the hand-overs
         self._ended: list[rq_bridge.Ended] = []  # recorded; RQ not told yet
         self._next_beat = self._next_promote = self._next_suspension_check = 0.0
+        self._ahead: list = []  # (job, queue) taken ahead while every horse was busy
+        self._ahead_until, self._may_take_ahead = 0.0, False
         self._suspended = False
-        self._cold = False
-        self._claim_failures = 0
+        self._cold, self._claim_failures = False, 0  # a cold shutdown, claims failed in a row
 
     # --- the loop ---------------------------------------------------------------------------
 
     def work(self, burst=False, logging_level="INFO", date_format=DEFAULT_LOGGING_DATE_FORMAT,
-             log_format=DEFAULT_LOGGING_FORMAT, max_jobs=None, max_idle_time=None, with_scheduler=False,
-             **_ignored) -> bool:
+             log_format=DEFAULT_LOGGING_FORMAT, max_jobs=None, with_scheduler=False, **_ignored) -> bool:
         outcomes.limit_statements_of_this_process()
         self.bootstrap(logging_level, date_format, log_format)  # RQ's: logs, registration, commands
         if with_scheduler:
@@ -85,27 +71,29 @@ class ReportWorker(Worker):
         signal.signal(signal.SIGINT, self._on_stop_signal)
         signal.signal(signal.SIGTERM, self._on_stop_signal)
         taken = 0
-        idle_since = time.monotonic()
         try:
             while not self._stop_requested:
                 self._fill_pool()
-                if self._check_suspension(burst):
+                if self._check_suspension(burst):  # no new job; the ones in flight are served
+                    self._put_back_ahead()
                     self._serve(1.0)
+                    self._tell_rq()
                     continue
                 wanted = len(self._idle)
                 handed = self._take_claim_and_hand_over() if wanted else 0
                 self._tell_rq()
+                self._take_ahead()
                 taken += handed
                 if max_jobs is not None and taken >= max_jobs:
                     break
-                if self._running or handed:
-                    idle_since = time.monotonic()
-                elif burst or (max_idle_time is not None and time.monotonic() - idle_since >= max_idle_time):
+                if burst and not self._running and not handed:
                     break
                 if handed == wanted and self._idle:
                     self._serve(0)  # a job ran in no horse (a phantom): the queues may hold more
                 elif self._running:
                     self._serve(POLL_SECONDS if self._idle else self._beat_wait())
+                    if self._ahead and not self._idle and time.monotonic() >= self._ahead_until:
+                        self._put_back_ahead()
                 else:
                     self._serve(0)  # every horse idle, the queues empty: wait for a job (1 s at most)
                     rq_bridge.wait_for_a_job(self, min(self._beat_wait(), 1.0))
@@ -118,8 +106,11 @@ class ReportWorker(Worker):
     def _take_claim_and_hand_over(self) -> int:
         """A job for each idle horse, in one round trip; each claimed (a report attempt) and handed
         over. Returns how many jobs were taken."""
+        wanted = len(self._idle)
+        jobs, self._ahead = self._ahead[:wanted], self._ahead[wanted:]
         try:
-            jobs = rq_bridge.dequeue_many(self, wanted=len(self._idle), releasing=self._ended)
+            if len(jobs) < wanted:
+                jobs += rq_bridge.dequeue_many(self, wanted=wanted - len(jobs), releasing=self._ended)
         except RedisError as exc:
             logger.error("dequeue failed: %s", exc)
             self._serve(1.0)
@@ -166,8 +157,8 @@ class ReportWorker(Worker):
             logger.warning("work-horse %s took no request (%s)", horse.pid, exc)
             horse.kill()
             return False
-        # The pipe's wake-up puts the horse on this CPU, expecting this process to sleep.
-        os.sched_yield()
+        self._may_take_ahead = True
+        os.sched_yield()  # the pipe's wake-up puts the horse on this CPU, expecting this one to sleep
         if task is not None and (kind := get_kind(task.kind)) is not None and kind.writes_file(task.params):
             prepare_attempt_dir(str(task.public_id), task.attempt)  # the horse's upload is then a rename
         return True
@@ -216,8 +207,7 @@ class ReportWorker(Worker):
     # --- results, deaths, beats, overruns ----------------------------------------------------
 
     def _serve(self, timeout: float) -> None:
-        """Wait up to `timeout` for results and deaths, and handle them; beat, promote due retries
-        and kill overrunning horses when their time has come."""
+        """Wait up to `timeout` for results and deaths; beat, promote, kill overrunning horses."""
         pool = self._horses()
         watched = [fd for horse in pool for fd in (horse.pidfd, horse.results_fd) if (fd or -1) >= 0]
         ready = set(horses.wait_readable(watched, timeout))
@@ -251,14 +241,21 @@ class ReportWorker(Worker):
             horse.kill()
             return
         horse.tasks += 1
-        if running.task is None:
-            self._other_job_ended(running, frame)
+        if running.task is None:  # another job: its return value, or its traceback
+            ok, value = horses.job_answer(frame)
+            if ok:
+                self._ended.append(rq_bridge.Ended(running.job, running.execution, value))
+            else:
+                self._tell_rq()  # its start first
+                rq_bridge.job_failed(self, running.job, running.queue, running.execution, value)
             status = None
         else:
             result = report_job.RunResult.from_bytes(frame) or horses.death_result(None, overrun=False)
-            outcomes.record(running.task, result)
-            self._ended.append(rq_bridge.Ended(running.job, running.execution, result.status, running.task))
+            self._results.append((running, result))
             status = result.status
+            cap = concurrency.limit_for(running.task.kind)
+            if cap is not None and cap <= settings.REPORT_WORKER_CONCURRENCY:
+                self._record_results()  # its slot may be the one the next claim needs: freed first
         if (horse.tasks >= settings.REPORT_HORSE_MAX_TASKS or status == report_job.TIMEOUT
                 or horse.rss_mb() > settings.REPORT_HORSE_MAX_RSS_MB):
             logger.info("recycling work-horse %s after %s job(s)", horse.pid, horse.tasks)
@@ -266,14 +263,6 @@ class ReportWorker(Worker):
             self._retiring.append(horse)
         else:
             self._idle.append(horse)
-
-    def _other_job_ended(self, running: Running, frame: bytes) -> None:
-        ok, value = horses.job_answer(frame)
-        if ok:
-            self._ended.append(rq_bridge.Ended(running.job, running.execution, value))
-        else:
-            self._tell_rq()  # its start first
-            rq_bridge.job_failed(self, running.job, running.queue, running.execution, value)
 
     def _on_death(self, horse: Horse) -> None:
         if horse in self._idle:
@@ -293,8 +282,7 @@ class ReportWorker(Worker):
         rq_bridge.job_failed(self, running.job, running.queue, running.execution, exc_string)
 
     def _beat(self) -> None:
-        """Each attempt's lease renewed (a lease the engine took back, or an operator stopped, kills
-        its horse: its result would be fenced), and RQ's heartbeats in one round trip."""
+        """Each lease renewed (one taken back or stopped kills its horse), RQ's beats in one trip."""
         for running in list(self._running.values()):
             task = running.task
             if task is not None and outcomes.renew(task) is False and not running.taken_back:
@@ -307,8 +295,10 @@ class ReportWorker(Worker):
             logger.error("RQ heartbeat failed: %s", exc)
 
     def _tell_rq(self) -> None:
-        """RQ's bookkeeping of the hand-overs made and the jobs ended since the last time, in one
+        """The results received are recorded (after the next hand-overs, so the horses are busy
+        meanwhile); then RQ's bookkeeping of the hand-overs and ends since the last time, in one
         round trip. When Redis fails the database is still the truth: the slots' leases free them."""
+        self._record_results()
         ended, self._ended = self._ended, []
         starting, self._starting = self._starting, []
         if not ended and not starting:
@@ -322,6 +312,12 @@ class ReportWorker(Worker):
             jobs = [each.job.id for each in ended] + [each.job.id for each in starting]
             logger.error("RQ bookkeeping of job(s) %s failed: %s", ", ".join(jobs), exc)
 
+    def _record_results(self) -> None:
+        for running, result in self._results:
+            outcomes.record(running.task, result)
+            self._ended.append(rq_bridge.Ended(running.job, running.execution, result.status, running.task))
+        self._results = []
+
     # --- the pool, suspension, shutdown -------------------------------------------------------
 
     def _horses(self) -> list[Horse]:
@@ -332,18 +328,32 @@ class ReportWorker(Worker):
             self._idle.append(horses.fork_horse(self._horses() + self._retiring))
 
     def _beat_wait(self) -> float:
-        return max(min(self._next_beat, self._next_promote) - time.monotonic(), 0.01)
+        until = min(self._next_beat, self._next_promote, self._ahead_until if self._ahead else float("inf"))
+        return max(until - time.monotonic(), 0.001 if self._ahead else 0.01)
+
+    def _take_ahead(self) -> None:
+        """Every horse busy: the next jobs, one a horse, are taken now (once per hand-over), so a horse
+        that finishes gets its next job at once (a dequeue was ~0.8 ms of a no-op report's path);
+        after AHEAD_SECONDS they go back to their queues (lost with the worker, they are re-sent)."""
+        if self._idle or not self._running or self._ahead or not self._may_take_ahead or self._stop_requested:
+            return
+        self._may_take_ahead = False
+        try:
+            self._ahead = rq_bridge.dequeue_many(self, wanted=len(self._running), ahead=True)
+        except RedisError as exc:
+            logger.error("dequeue failed: %s", exc)
+        self._ahead_until = time.monotonic() + AHEAD_SECONDS
+
+    def _put_back_ahead(self) -> None:
+        rq_bridge.put_back(self, self._ahead)
+        self._ahead = []
 
     def _check_suspension(self, burst: bool) -> bool:
-        """`rq suspend`: no new job (the attempts in flight are still served), asked at most once a
-        second. In burst mode the worker stops."""
+        """`rq suspend` in force (asked at most once a second); in burst mode the worker stops."""
         if time.monotonic() < self._next_suspension_check:
             return self._suspended
         self._next_suspension_check = time.monotonic() + SUSPENSION_CHECK_SECONDS
-        try:
-            suspended = rq_bridge.suspended(self)
-        except RedisError:
-            return self._suspended
+        suspended = rq_bridge.suspended(self, self._suspended)
         if suspended and burst:
             self.log.info("Worker %s: suspended in burst mode, exiting", self.name)
             self._stop_requested = True
@@ -372,6 +382,7 @@ class ReportWorker(Worker):
         """Warm: the attempts in flight finish and are recorded. Cold (a second signal): their horses
         are killed and the attempts recorded as abandoned. Then the horses go and RQ hears of it."""
         try:
+            self._put_back_ahead()
             if self._cold:
                 for running in list(self._running.values()):
                     running.horse.kill()
@@ -383,9 +394,7 @@ class ReportWorker(Worker):
                     self._serve(self._beat_wait())
             self._tell_rq()
             for horse in self._idle + self._retiring:
-                horse.retire()
-                horse.reap(block=True)
-                horse.close()
+                horse.retire(wait=True)
             self._idle.clear()
         finally:
             self.teardown()  # RQ's: the scheduler stopped, the worker's death registered

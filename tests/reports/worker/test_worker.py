@@ -70,3 +70,50 @@ def test_a_claim_whose_connection_was_cut_reconnects_and_claims(redis_conn, sett
     row = ReportTask.objects.get(pk=task.pk)
     assert (row.status, row.attempt, row.attempts.count()) == (TaskStatus.RUNNING, 1, 1)
     assert row.attempts.get().worker == f"claim-reconnect-test horse 4242 pid {__import__('os').getpid()}"
+
+
+@pytest.fixture
+def busy_worker(redis_conn, settings):
+    """A worker whose two horses each run an attempt, just after a hand-over."""
+    settings.REPORT_KIND_CONCURRENCY = {"probe": 2}
+    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
+    worker = ReportWorker(["default"], name="take-ahead-test")
+    worker._running = {1001: "an attempt", 1002: "another"}  # by horse pid; only their number counts here
+    worker._may_take_ahead = True
+    return worker
+
+
+def queued(redis_conn) -> list[str]:
+    return [job_id.decode() for job_id in redis_conn.lrange("rq:queue:default", 0, -1)]
+
+
+def test_a_busy_worker_takes_a_job_ahead_for_each_horse_and_puts_them_back_in_time(busy_worker, redis_conn):
+    from reports.services import concurrency
+
+    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
+    redis_conn.config_resetstat()
+
+    busy_worker._take_ahead()
+    busy_worker._take_ahead()  # no hand-over since: nothing more is taken
+
+    assert redis_conn.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
+    assert [job.id for job, _ in busy_worker._ahead] == [f"report-{task.pk}-1" for task in tasks[:2]]
+    assert queued(redis_conn) == [f"report-{tasks[2].pk}-1"]
+    assert set(concurrency.holders("probe")) == {f"{task.pk}:1" for task in tasks[:2]}
+    busy_worker._put_back_ahead()  # no horse freed in time: back to the head, in order, slots given back
+    assert queued(redis_conn) == [f"report-{task.pk}-1" for task in tasks]
+    assert concurrency.holders("probe") == {}
+
+
+def test_a_job_of_a_kind_at_its_cap_is_not_taken_ahead(busy_worker, redis_conn, settings):
+    from reports.services import concurrency
+
+    settings.REPORT_KIND_CONCURRENCY = {"probe": 1}
+    running, waiting = (submit_task(kind="probe", params={"write_output": False}).task for _ in range(2))
+    rq_bridge.dequeue_many(busy_worker, wanted=1)  # the attempt a horse runs holds the kind's one slot
+
+    busy_worker._take_ahead()
+
+    assert busy_worker._ahead == []
+    assert queued(redis_conn) == [f"report-{waiting.pk}-1"]
+    assert set(concurrency.holders("probe")) == {f"{running.pk}:1"}
