@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _common  # noqa: E402
 
 WORKER_CLASSES = {
-    ("ours", "fork"): "reports.worker.process.ReportWorker",
+    ("ours", "fork"): "reports.worker.worker.ReportWorker",  # its horses, reused
     ("bare", "fork"): "rq.Worker",
-    ("ours", "simple"): "reports.worker.process.SimpleReportWorker",
+    ("ours", "simple"): "reports.worker.worker.ReportWorker",  # no in-process worker: the same
     ("bare", "simple"): "rq.SimpleWorker",
 }
 

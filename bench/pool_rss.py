@@ -63,7 +63,7 @@ def run(bench, args) -> None:
             for _ in range(min(5000, args.n - start))
         )
         enqueue_attempts_many((task.pk, 1, "default", 60) for task in rows)
-    worker = _common.start_worker(bench, name="rss", burst=True, worker_class="reports.worker.pool.PoolReportWorker")
+    worker = _common.start_worker(bench, name="rss", burst=True, worker_class="reports.worker.worker.ReportWorker")
     started = time.perf_counter()
     next_mark = args.every
     while worker.poll() is None:

@@ -75,7 +75,7 @@ def run(bench, args) -> None:
     print(f"report overhead: sales_summary csv over 10,000 orders, {per_round} x {args.rounds} rounds each way, "
           f"database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
-    worker = _common.start_worker(bench, name="overhead", burst=False, worker_class="reports.worker.pool.PoolReportWorker")
+    worker = _common.start_worker(bench, name="overhead", burst=False, worker_class="reports.worker.worker.ReportWorker")
     wait_until(lambda: redis_connection().sismember("rq:workers", "rq:worker:overhead") or worker.poll() is not None,
                timeout=60, message="the worker to start")
 

@@ -34,7 +34,7 @@ RIVAL_PACKAGES = {
     "dramatiq": ["dramatiq[redis]"],
     "procrastinate": ["procrastinate[psycopg]", "psycopg[binary]", "redis"],
 }
-POOL = "reports.worker.pool.PoolReportWorker"
+POOL = "reports.worker.worker.ReportWorker"
 
 
 def rival_python(name: str) -> Path:

@@ -179,27 +179,17 @@ RQ_QUEUES = {
     }
     for name in REPORT_QUEUES
 }
-# rqworker (and `manage.py up`) start our worker class unless --worker-class says otherwise: the
-# worker process claims each attempt, heartbeats its lease and records its outcome. REPORT_WORKER:
-# pool (long-lived work-horses, the default), fork (a horse per job) or simple (no fork); see
-# docs/performance.md. A worker runs only the job functions the apps declared (transport.registry).
-WORKER_CLASSES = {
-    "pool": "reports.worker.pool.PoolReportWorker",
-    "fork": "reports.worker.process.ReportWorker",
-    "simple": "reports.worker.process.SimpleReportWorker",
-}
-REPORT_WORKER = env_str("REPORT_WORKER", "pool").strip().lower()
-if REPORT_WORKER not in WORKER_CLASSES:
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"REPORT_WORKER must be pool, fork or simple, got {REPORT_WORKER!r}")
-# A pool worker's horses (attempts at once), and when a horse is replaced by a fresh one.
+# rqworker (and `manage.py up`) start our worker (reports/worker/worker.py): it claims each attempt,
+# heartbeats its lease and records its outcome; a pool of long-lived horses runs the jobs
+# (REPORT_HORSE_MAX_TASKS=1: a fresh horse per job). A worker runs only the job functions the
+# apps declared (transport.registry).
+# A worker's horses (jobs at once), and when a horse is replaced by a fresh one.
 REPORT_WORKER_CONCURRENCY = env_int("REPORT_WORKER_CONCURRENCY", os.cpu_count() or 1, minimum=1)
 REPORT_HORSE_MAX_TASKS = env_int("REPORT_HORSE_MAX_TASKS", 1000, minimum=1)
 REPORT_HORSE_MAX_RSS_MB = env_int("REPORT_HORSE_MAX_RSS_MB", 512, minimum=16)
 RQ = {
     "COMMIT_MODE": "auto",  # we enqueue on commit ourselves
-    "WORKER_CLASS": WORKER_CLASSES[REPORT_WORKER],
+    "WORKER_CLASS": "reports.worker.worker.ReportWorker",
     "JOB_CLASS": "transport.registry.AllowlistedJob",
 }
 RQ_SHOW_ADMIN_LINK = False

@@ -1,5 +1,8 @@
 """Exceptions report code raises, and the rule that decides retry versus dead."""
 
+import traceback as traceback_module
+from dataclasses import dataclass
+
 import requests
 from django.db import DatabaseError
 from rq.timeouts import JobTimeoutException
@@ -76,3 +79,27 @@ def error_type_name(exc: BaseException) -> str:
     cls = type(exc)
     module = cls.__module__
     return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+
+
+ERROR_MESSAGE_MAX = 10_000
+TRACEBACK_MAX = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FailureInfo:
+    """An attempt's error as it is recorded (the attempt row, the task's last error, a dead letter)."""
+
+    error_type: str
+    message: str
+    traceback: str
+    retriable: bool
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> "FailureInfo":
+        return cls(
+            error_type=error_type_name(exc),
+            # One line, whatever the exception quotes (a source's cell, a client's param).
+            message=escape_controls(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
+            traceback="".join(traceback_module.format_exception(exc))[:TRACEBACK_MAX],
+            retriable=is_retriable(exc),
+        )

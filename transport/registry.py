@@ -12,6 +12,7 @@ import logging
 import threading
 
 from rq.job import Job
+from rq.utils import import_attribute
 
 logger = logging.getLogger(__name__)
 
@@ -88,3 +89,10 @@ class AllowlistedJob(Job):
     @property
     def stopped_callback(self):
         return self._callback("stopped_callback", "_stopped_callback_name")
+
+
+def allowed_function(name: str):
+    """The job function `name` names, imported only when it is on the allowlist."""
+    if name not in _allowed:
+        raise _refuse("function", name)
+    return import_attribute(name)

@@ -20,7 +20,7 @@ from reports.errors import InvalidParams
 from reports.kinds import KINDS
 from reports.models import ReportTask, TaskStatus
 from reports.services.pausing import KindNotPaused, paused_kinds
-from reports.worker import concurrency
+from reports.services import concurrency
 
 
 @console_view(BATCH_VIEW_PERMISSION)

@@ -1,17 +1,12 @@
 """Live-task controls with their audit entry: cancel, retry now, stop a running attempt. The
-transition (reports/services/controls.py) and the entry saying who did it and why commit
+transition (reports/services/engine.py) and the entry saying who did it and why commit
 together or not at all; a refused control (TaskNotControllable) writes nothing."""
 
 from django.db import transaction
 
 from deadletters.audit import record_audit
-from reports.services.controls import (
-    STOP_THEN_CANCEL,
-    Controlled,
-    cancel_task,
-    retry_task_now,
-    stop_attempt,
-)
+from reports.services import Controlled, cancel_task, retry_task_now, stop_attempt
+from reports.services.controls import STOP_THEN_CANCEL
 
 
 def _audited(action: str, control, *, actor, source, reason, ip_address, details=None) -> Controlled:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from reports.housekeeper import reaper
+from reports.services import concurrency, promote_due_retries
 from reports.services.batches import aggregate_batches
-from reports.services.due_retries import promote_due_retries
-from reports.worker import concurrency
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from redis.exceptions import RedisError
 
-from reports.errors import LeaseExpired, error_type_name
-from reports.models import AttemptOutcome, PausedKind, ReportTask, TaskStatus
-from reports.outputs import remove_attempt_output
-from reports.services.attempts import FailureInfo, record_attempt_failure
-from reports.services.due_retries import promote_due_retries
+from reports.models import PausedKind, ReportTask, TaskStatus
+from reports.services import promote_due_retries, take_back_lapsed
 from reports.services.enqueue import enqueue_attempt, job_id_for
 from reports.services.pausing import parked_task_ids
-from reports.worker import concurrency
 from transport.connection import redis_connection
 from transport.queues import job_ids_waiting, job_states
 
@@ -59,35 +54,9 @@ def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: 
 
 
 def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 500) -> int:
-    """Count every running attempt whose lease lapsed as abandoned; how many this call took back."""
-    now = now or timezone.now()
-    expired = list(
-        ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now)
-        .order_by("lease_expires_at")
-        .values_list("pk", "attempt", "lease_expires_at", "kind", "public_id")[:batch_size]
-    )
-    recovered = 0
-    for task_id, attempt, lease_expires_at, kind, public_id in expired:
-        error = LeaseExpired(
-            f"lease expired at {lease_expires_at:%Y-%m-%d %H:%M:%S} UTC: the worker stopped renewing it "
-            "(killed, out of memory, restarted, or cut off from the database) before finishing"
-        )
-        failure = FailureInfo(
-            error_type=error_type_name(error), message=str(error), traceback="", retriable=True
-        )
-        outcome = record_attempt_failure(
-            task_id=task_id, attempt=attempt, failure=failure, outcome=AttemptOutcome.ABANDONED
-        )
-        if outcome == "fenced":
-            continue
-        recovered += 1
-        # The attempt can never be recorded now: a file it wrote must not outlive it.
-        remove_attempt_output(str(public_id), attempt)
-        try:
-            concurrency.release(kind=kind, task_id=task_id, attempt=attempt)
-        except RedisError as exc:  # the slot's own lease frees it later
-            logger.error("could not release the concurrency slot of task %s: %s", task_id, exc)
-    return recovered
+    """Count every running attempt whose lease lapsed as abandoned (the engine's take-back);
+    how many this call took back."""
+    return take_back_lapsed(now=now, limit=batch_size)
 
 
 def reenqueue_lost_jobs(

@@ -15,11 +15,11 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+import reports.services.concurrency as concurrency
 from reports.errors import InvalidParams
 from reports.kinds import KINDS
 from reports.models import PausedKind, ReportTask, TaskStatus
 from reports.services.enqueue import enqueue_attempts_many, job_id_for
-from reports.worker import concurrency
 from transport.queues import job_states, on_commit_robust
 
 logger = logging.getLogger(__name__)

@@ -1,20 +1,16 @@
-"""The RQ jobs of the pipeline. All state lives in the database.
+"""The RQ jobs of the pipeline and the run of a report kind. All state lives in the database.
 
-Under our workers (reports/worker/process.py) the worker process has claimed the attempt before the job
-runs and hands it over (`hand_over`): the job only runs the report kind and reports a RunResult,
-which the worker records after the work-horse exits. The work-horse never opens a database
-connection unless the report kind itself reads data.
-
-Under any other RQ worker (a plain rq.Worker) the job does the whole attempt itself: claim with
-a lease of the job timeout plus REPORT_LEASE_GRACE (nothing renews it), run, record."""
+Under ReportWorker (reports/worker/worker.py) the worker process claims the attempt itself and a
+horse runs only the kind (run_kind), reporting a RunResult that the worker records. Under any
+other RQ worker (a plain rq.Worker) the job does the whole attempt itself (run_report_task): claim
+with a lease of the job timeout plus REPORT_LEASE_GRACE (nothing renews it), run, record."""
 
 import json
 import logging
 import os
 import socket
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from django.utils import translation
@@ -27,13 +23,20 @@ from reports.kinds import get_kind
 from reports.kinds.base import RunContext
 from reports.models import AttemptOutcome, ReportTask
 from reports.outputs import remove_other_attempts_output, remove_output, scratch_dir, store_output
-from reports.services import ClaimDeferred, FailureInfo, claim_task, complete_task, record_attempt_failure
+from reports.services import (
+    ClaimDeferred,
+    FailureInfo,
+    claim_task,
+    complete_task,
+    concurrency,
+    record_attempt_failure,
+)
 from reports.services.batches import enqueue_batch_tasks
-from reports.worker import concurrency
 
 logger = logging.getLogger(__name__)
 
 DONE, FAILED, TIMEOUT = "done", "failed", "timeout"
+ABANDONED = "abandoned"  # the horse died: said by its worker, never by a horse
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class RunResult:
         return result
 
 
-@dataclass
+@dataclass(frozen=True)
 class HandedOver:
     """An attempt the worker claimed: what the job needs to run it, and where its result goes."""
 
@@ -72,31 +75,10 @@ class HandedOver:
     kind: str
     params: dict
     public_id: str
-    report: Callable[[RunResult], None] = field(default=lambda result: None)
 
     @classmethod
     def of(cls, task: ReportTask) -> "HandedOver":
         return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id))
-
-
-@dataclass(frozen=True)
-class Decided:
-    """The worker settled the job without running the kind: a phantom delivery, a deferred claim,
-    or a claim that failed (`error` is raised, so RQ fails the job and the reaper retries it)."""
-
-    task_id: int
-    attempt: int
-    result: str
-    error: BaseException | None = None
-
-
-_handed: HandedOver | Decided | None = None
-
-
-def hand_over(item: HandedOver | Decided | None) -> None:
-    """Set by the worker process before the job runs (inherited by its work-horse), cleared after."""
-    global _handed
-    _handed = item
 
 
 def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
@@ -104,15 +86,6 @@ def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
         # Someone pushed a job we did not write; dropping it keeps the worker alive.
         logger.error("dropped malformed report job payload task_id=%r attempt=%r", task_id, attempt)
         return "malformed"
-    handed = _handed
-    if handed is not None and (handed.task_id, handed.attempt) == (task_id, attempt):
-        if isinstance(handed, Decided):
-            if handed.error is not None:
-                raise handed.error
-            return handed.result
-        result = run_kind(handed)
-        handed.report(result)
-        return result.status
     return _run_whole_attempt(task_id, attempt)
 
 

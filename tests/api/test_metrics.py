@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from deadletters.models import Alert, AlertStatus, BulkAction, DeadLetter, DeadLetterStatus
 from reports.kinds import KINDS
 from reports.models import ApiScope, AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
-from reports.services.controls import cancel_task
+from reports.services import cancel_task
 from reports.services.tokens import create_api_token
 from tests.factories import make_dead_letter, make_task
 

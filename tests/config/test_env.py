@@ -271,34 +271,17 @@ def test_a_malformed_alert_channel_list_fails_at_start_up_without_printing_its_u
     assert "secret-token-0123456789abcdef" not in result.stderr
 
 
-def test_the_worker_is_the_pool_by_default_and_fork_or_simple_when_asked(tmp_path):
+def test_the_worker_pool_is_sized_from_the_environment(tmp_path):
     unset = _settings_with({}, tmp_path)
-    assert unset["REPORT_WORKER"] == "'pool'"
     assert unset["REPORT_WORKER_CONCURRENCY"] == repr(os.cpu_count() or 1)
     assert (unset["REPORT_HORSE_MAX_TASKS"], unset["REPORT_HORSE_MAX_RSS_MB"]) == ("1000", "512")
     chosen = _settings_with(
-        {"REPORT_WORKER": " Fork ", "REPORT_WORKER_CONCURRENCY": "3", "REPORT_HORSE_MAX_TASKS": "5",
-         "REPORT_HORSE_MAX_RSS_MB": "64"},
+        {"REPORT_WORKER_CONCURRENCY": "3", "REPORT_HORSE_MAX_TASKS": "1", "REPORT_HORSE_MAX_RSS_MB": "64"},
         tmp_path,
     )
-    assert chosen["REPORT_WORKER"] == "'fork'"
     assert (chosen["REPORT_WORKER_CONCURRENCY"], chosen["REPORT_HORSE_MAX_TASKS"], chosen["REPORT_HORSE_MAX_RSS_MB"]) == (
-        "3", "5", "64"
+        "3", "1", "64"
     )
-
-
-def test_the_worker_class_follows_report_worker_and_a_bad_one_fails_with_its_name(tmp_path):
-    probe = "import django; django.setup(); from django.conf import settings; print(settings.RQ['WORKER_CLASS'])"
-    environ = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
-    environ.update(DJANGO_SETTINGS_MODULE="config.settings", VAR_DIR=str(tmp_path))
-    for name, worker_class in [("pool", "reports.worker.pool.PoolReportWorker"),
-                               ("simple", "reports.worker.process.SimpleReportWorker")]:
-        out = subprocess.run([sys.executable, "-c", probe], cwd=BASE_DIR, env=dict(environ, REPORT_WORKER=name),
-                             capture_output=True, text=True, timeout=60)
-        assert out.stdout.strip().splitlines()[-1] == worker_class
-    bad = subprocess.run([sys.executable, "-c", probe], cwd=BASE_DIR, env=dict(environ, REPORT_WORKER="threads"),
-                         capture_output=True, text=True, timeout=60)
-    assert bad.returncode != 0 and "REPORT_WORKER must be pool, fork or simple, got 'threads'" in bad.stderr
 
 
 def test_metrics_settings_are_read_from_the_environment(tmp_path):

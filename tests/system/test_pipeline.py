@@ -1,5 +1,5 @@
-"""The task state machine end to end, through real worker processes and a real Redis, with the
-pool worker (the default), the forking ReportWorker and SimpleReportWorker (same guarantees)."""
+"""The task state machine end to end, through real worker processes and a real Redis, with
+long-lived horses (the default) and a fresh horse per task (REPORT_HORSE_MAX_TASKS=1)."""
 
 from pathlib import Path
 
@@ -14,11 +14,8 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(
-    params=[None, "reports.worker.process.ReportWorker", "reports.worker.process.SimpleReportWorker"],
-    ids=["pool", "fork", "simple"],
-)
-def worker_class(request):
+@pytest.fixture(params=[{}, {"REPORT_HORSE_MAX_TASKS": 1}], ids=["pool", "fork"])
+def horse_mode(request):
     return request.param
 
 
@@ -27,12 +24,12 @@ def finished(task_id, *statuses):
     return lambda: ReportTask.objects.filter(pk=task_id, status__in=statuses).first()
 
 
-def test_sales_summary_succeeds_and_writes_a_real_xlsx(start_worker, worker_class, fast_retries):
+def test_sales_summary_succeeds_and_writes_a_real_xlsx(start_worker, horse_mode, fast_retries):
     from django.core.management import call_command
     from openpyxl import load_workbook
 
     call_command("seed_demo_data", rows=500, verbosity=0)
-    start_worker(worker_class=worker_class)
+    start_worker(**horse_mode)
     task = submit_task(kind="sales_summary", params={"format": "xlsx", "group_by": "region"}).task
 
     done = wait_until(finished(task.pk), message="the report to finish")
@@ -48,8 +45,8 @@ def test_sales_summary_succeeds_and_writes_a_real_xlsx(start_worker, worker_clas
     assert attempt.outcome == AttemptOutcome.SUCCEEDED and attempt.duration_seconds >= 0
 
 
-def test_transient_failure_is_retried_then_succeeds(start_worker, worker_class, fast_retries):
-    start_worker(worker_class=worker_class)
+def test_transient_failure_is_retried_then_succeeds(start_worker, horse_mode, fast_retries):
+    start_worker(**horse_mode)
     task = submit_task(kind="probe", params={"fail_attempts": 2}).task
 
     done = wait_until(finished(task.pk), message="the retried task to finish")
@@ -66,8 +63,8 @@ def test_transient_failure_is_retried_then_succeeds(start_worker, worker_class, 
     assert (Path(settings.MEDIA_ROOT) / done.output_file).read_text().strip().endswith(",3")
 
 
-def test_exhausted_attempts_make_exactly_one_complete_dead_letter(start_worker, worker_class, fast_retries):
-    start_worker(worker_class=worker_class)
+def test_exhausted_attempts_make_exactly_one_complete_dead_letter(start_worker, horse_mode, fast_retries):
+    start_worker(**horse_mode)
     task = submit_task(kind="probe", params={"fail_attempts": 99}).task
 
     dead = wait_until(finished(task.pk), message="the task to die")
@@ -92,8 +89,8 @@ def test_exhausted_attempts_make_exactly_one_complete_dead_letter(start_worker, 
     assert list(dead.attempts.values_list("outcome", flat=True)) == ["failed"] * 3
 
 
-def test_permanent_error_dies_after_one_attempt(start_worker, worker_class, fast_retries):
-    start_worker(worker_class=worker_class)
+def test_permanent_error_dies_after_one_attempt(start_worker, horse_mode, fast_retries):
+    start_worker(**horse_mode)
     task = submit_task(kind="probe", params={"fail_permanently": True}).task
 
     dead = wait_until(finished(task.pk), message="the task to die")
@@ -102,9 +99,9 @@ def test_permanent_error_dies_after_one_attempt(start_worker, worker_class, fast
     assert DeadLetter.objects.get(task=task).error_type == "reports.errors.PermanentError"
 
 
-def test_timeout_is_recorded_and_retried(start_worker, worker_class, fast_retries):
+def test_timeout_is_recorded_and_retried(start_worker, horse_mode, fast_retries):
     fast_retries.REPORT_JOB_TIMEOUT = 1
-    start_worker(worker_class=worker_class)
+    start_worker(**horse_mode)
     task = submit_task(kind="probe", params={"sleep_seconds": 5}).task
 
     dead = wait_until(finished(task.pk), timeout=60, message="three timed-out attempts")
@@ -114,10 +111,10 @@ def test_timeout_is_recorded_and_retried(start_worker, worker_class, fast_retrie
     assert DeadLetter.objects.get(task=task).error_type == "rq.timeouts.JobTimeoutException"
 
 
-def test_retry_waits_for_the_backoff_due_by_its_row(start_worker, worker_class, settings, redis_conn):
+def test_retry_waits_for_the_backoff_due_by_its_row(start_worker, horse_mode, settings, redis_conn):
     settings.REPORT_RETRY_BACKOFF = (2.0,)
     settings.REPORT_RETRY_JITTER = 0.0
-    start_worker(worker_class=worker_class)
+    start_worker(**horse_mode)
     task = submit_task(kind="probe", params={"fail_attempts": 1}).task
 
     wait_until(finished(task.pk, TaskStatus.RETRYING), message="the first attempt to fail")

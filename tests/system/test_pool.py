@@ -6,7 +6,6 @@ import os
 import signal
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from reports.errors import LeaseExpired, error_type_name
@@ -158,57 +157,6 @@ def test_the_store_holds_a_directory_only_for_an_attempt_that_writes_a_file(star
 
     assert [p.name for p in (media_root / "reports" / str(with_file.public_id) / "attempt-1").iterdir()] == ["probe.csv"]
     assert not (media_root / "reports" / str(without.public_id)).exists()
-
-
-def test_on_postgresql_each_completion_goes_in_the_next_claims_statement(start_worker, settings):
-    """One horse, tasks back to back: the completion of each attempt is carried by the claim of
-    the next (reports/worker/pool_carry.py), so it bears the claim's own timestamp. SQLite records
-    each completion on its own (a claim there is a transaction of two statements already)."""
-    settings.REPORT_WORKER_CONCURRENCY = 1
-    tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(6)]
-    start_worker()
-
-    wait_until(lambda: all_done(tasks), message="the tasks to finish")
-
-    attempts = list(
-        TaskAttempt.objects.filter(task__in=tasks).order_by("started_at").values_list("started_at", "finished_at")
-    )
-    carried = sum(finished == attempts[i + 1][0] for i, (_, finished) in enumerate(attempts[:-1]))
-    assert carried == (len(tasks) - 1 if connection.vendor == "postgresql" else 0), attempts
-    assert all(finished is not None for _, finished in attempts)
-
-
-def waits_for_a_request(pid: int) -> bool:
-    """The horse sleeps in a read of its request pipe. Once its request was sent, that means it has
-    run the attempt and written the result: it reads the next request only after that."""
-    with open(f"/proc/{pid}/wchan") as wchan:
-        return "pipe_read" in wchan.read()
-
-
-def test_on_postgresql_results_that_arrive_together_are_each_carried_by_a_claim(start_worker, settings, redis_conn):
-    """Two horses finish while their worker is frozen, so it finds both results at once: the two
-    claims that follow carry one completion each (oldest first), where one claim used to carry one
-    and the other completion went on its own."""
-    settings.REPORT_WORKER_CONCURRENCY = 2
-    slow = [submit_task(kind="probe", params={"write_output": False, "sleep_seconds": 2}).task for _ in range(2)]
-    quick = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(2)]
-    worker = start_worker()
-
-    # RQ hears of a start after the hand-over: both requests are in their horses' pipes.
-    wait_until(lambda: all(redis_conn.hget(f"rq:job:report-{task.pk}-1", "status") == b"started" for task in slow),
-               message="both slow reports handed to their horses")
-    horses = horses_of(slow)
-    os.kill(worker.pid, signal.SIGSTOP)
-    try:
-        wait_until(lambda: all(waits_for_a_request(pid) for pid in horses), message="both results written")
-        assert ReportTask.objects.filter(pk__in=[t.pk for t in slow], status=TaskStatus.RUNNING).count() == 2
-    finally:
-        os.kill(worker.pid, signal.SIGCONT)
-    wait_until(lambda: all_done(slow + quick), message="the tasks to finish")
-
-    claimed_at = {TaskAttempt.objects.get(task=task).started_at for task in quick}
-    finished_at = {TaskAttempt.objects.get(task=task).finished_at for task in slow}
-    assert finished_at == (claimed_at if connection.vendor == "postgresql" else finished_at - claimed_at)
 
 
 def test_a_job_a_busy_worker_took_ahead_runs_on_a_free_worker_not_after_the_long_report(start_worker, settings):

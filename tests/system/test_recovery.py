@@ -121,13 +121,12 @@ def test_whole_worker_sigkilled_is_recovered_after_its_heartbeat_lapses(start_wo
     assert csv_files(done) == ["attempt-2/probe.csv"]
 
 
-@pytest.mark.parametrize("worker_class", [None, "reports.worker.process.SimpleReportWorker"])
-def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast_retries, worker_class):
+def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast_retries):
     # Six heartbeats to a lease: a loaded machine may delay one or two of them; with a one-second
     # lease, one stalled second of the worker (or of its database write) would lose the attempt.
     fast_retries.REPORT_HEARTBEAT_SECONDS = 0.5
     fast_retries.REPORT_LEASE_SECONDS = 3
-    start_worker(worker_class=worker_class)
+    start_worker()
     task = submit_task(kind="probe", params={"sleep_seconds": 7}).task
 
     # The reaper runs all along; an attempt over two leases long is never taken from a live worker.
@@ -137,19 +136,19 @@ def test_the_heartbeat_keeps_an_attempt_longer_than_its_lease(start_worker, fast
     ]
 
 
-def test_simple_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, fast_retries):
+def test_a_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, fast_retries):
     fast_retries.REPORT_HEARTBEAT_SECONDS = 0.5
     fast_retries.REPORT_LEASE_SECONDS = 2
-    first = start_worker(worker_class="reports.worker.process.SimpleReportWorker", scheduler=False)
+    first = start_worker(scheduler=False)
     task = submit_task(kind="probe", params={"sleep_seconds": 3}).task
     running = wait_until(
         lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(),
         message="the task to start",
     )
-    assert worker_pid_of_running_attempt(running) == first.pid  # no horse: the worker runs it
+    assert worker_pid_of_running_attempt(running) == first.pid
 
     first.kill(signal.SIGKILL)
-    start_worker(worker_class="reports.worker.process.SimpleReportWorker")
+    start_worker()
 
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)

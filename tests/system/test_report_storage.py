@@ -107,9 +107,8 @@ def test_an_attempt_taken_back_leaves_no_file_in_the_store(report_storage, start
 
 
 def test_a_late_finishers_upload_is_deleted(report_storage, start_worker, short_leases):
-    # The forking worker: its horse ends with the job, and that exit is what this test waits for
-    # (a pool's horses stay; its late results are fenced the same way, tests/system/test_pool.py).
-    stalled = start_worker(worker_class="reports.worker.process.ReportWorker")
+    # One horse, which serves one job (its exit is what this test waits for).
+    stalled = start_worker(REPORT_WORKER_CONCURRENCY=1, REPORT_HORSE_MAX_TASKS=1)
     # The lease lapses about 2.5 s in and the reaper then removes what the attempt stored; the
     # horse uploads at 6 s, seconds after that clean-up even on a loaded machine (at 3 s, a slow
     # clean-up could still be listing when the upload landed, and delete it before anyone saw it).

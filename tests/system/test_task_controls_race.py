@@ -9,8 +9,8 @@ import time
 import pytest
 
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
-from reports.services import submit_task
-from reports.services.controls import STOP_THEN_CANCEL, TaskNotControllable, cancel_task, stop_attempt
+from reports.services import TaskNotControllable, cancel_task, stop_attempt, submit_task
+from reports.services.controls import STOP_THEN_CANCEL
 from reports.services.enqueue import job_id_for
 from tests.conftest import horse_pid_of_running_attempt, wait_until
 from transport.queues import job_states

@@ -61,8 +61,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--worker-class",
             default=None,
-            help="RQ worker class (default: RQ['WORKER_CLASS'], reports.worker.process.ReportWorker; "
-            "reports.worker.process.SimpleReportWorker runs jobs without forking)",
+            help="RQ worker class (default: RQ['WORKER_CLASS'], reports.worker.worker.ReportWorker)",
         )
         parser.add_argument("--no-seed", action="store_true", help="skip the demo orders (10,000 on first start)")
 

@@ -9,8 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from reports.models import ReportTask, TaskStatus
-from reports.services import FailureInfo, claim_task, record_attempt_failure, submit_task
-from reports.services.due_retries import promote_due_retries
+from reports.services import FailureInfo, claim_task, promote_due_retries, record_attempt_failure, submit_task
 from reports.services.pausing import pause_kind, resume_kind
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""reports.services.attempts: a failed attempt's wait before the next (REPORT_RETRY_BACKOFF)."""
+"""The engine (reports/services/engine.py): a failed attempt's wait before the next (REPORT_RETRY_BACKOFF)."""
 
 import pytest
 

@@ -149,7 +149,8 @@ def give_back(*, kind: str, task_id: int, attempt: int, score: bytes) -> None:
     ordinary claim of the same attempt renewed it meanwhile, and wake its waiters."""
     conn = redis_connection()
     member = holder(task_id, attempt)
-    woken = conn.eval(_GIVE_BACK, 2, holders_key(kind), waiters_key(kind), limit_for(kind) or 0, member, score)
+    keys = (holders_key(kind), waiters_key(kind))
+    woken = conn.eval(_GIVE_BACK, 2, *keys, limit_for(kind) or 0, member, score)
     enqueue_woken(kind, woken)
 
 

@@ -10,9 +10,8 @@ import pytest
 
 from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
-from reports.services import submit_task
+from reports.services import concurrency, submit_task
 from reports.services.batches import submit_batch
-from reports.worker import concurrency
 from tests.conftest import horse_pid_of_running_attempt, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,19 +1,14 @@
-"""The hot path's statements (reports/services/attempt_sql.py): on PostgreSQL the claim and the
+"""The engine's statements (reports/services/engine_sql.py): on PostgreSQL the claim and the
 completion are prepared once per connection (REPORT_DB_PREPARED_STATEMENTS, on by default) and
 the fencing rules are the same either way; with the setting off nothing is prepared, for poolers
 in transaction mode. SQLite has no prepared statements to keep: there the same calls go through
-Django's own cursor.
-
-A claim can carry the completion of the attempt its worker just finished: on PostgreSQL both go
-in one statement, fenced as each is alone."""
+Django's own cursor."""
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from reports.models import ReportTask, TaskAttempt, TaskStatus
 from reports.services import claim_task, complete_task, submit_task
-from reports.services.attempt_sql import CarriedCompletion, carries_completions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,54 +72,6 @@ def test_a_prepared_completion_still_fences_a_stale_attempt(settings, redis_conn
     assert ReportTask.objects.get(pk=task.pk).status == TaskStatus.RUNNING
 
 
-def finished_attempt(**params) -> ReportTask:
-    task = submit_task(kind="probe", params={"write_output": False, **params}).task
-    return claim_task(task_id=task.pk, attempt=1, worker="w", lease_seconds=12)
-
-
-def carried(task: ReportTask, output_file: str = "") -> CarriedCompletion:
-    return CarriedCompletion(task.pk, task.attempt, output_file, task.started_at)
-
-
-def test_a_claim_carries_the_previous_completion_in_its_one_statement(redis_conn, settings):
-    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0  # no cap: the claim is a single statement
-    finished = finished_attempt()
-    following = submit_task(kind="probe", params={"write_output": False}).task
-    completion = carried(finished)
-
-    with CaptureQueriesContext(connection) as queries:
-        claimed = claim_task(task_id=following.pk, attempt=1, worker="w", lease_seconds=12, completing=completion)
-
-    assert claimed.status == TaskStatus.RUNNING
-    finished.refresh_from_db()
-    if carries_completions():
-        assert completion.done is True and finished.status == TaskStatus.DONE
-        assert [q["sql"].split()[0] for q in queries] == ["WITH"]
-        closed = TaskAttempt.objects.get(task=finished, number=1)
-        assert closed.outcome == "succeeded" and closed.finished_at == claimed.started_at
-    else:  # SQLite: the claim leaves it to its caller
-        assert completion.done is None and finished.status == TaskStatus.RUNNING
-
-
-def test_a_carried_completion_is_fenced_and_a_phantom_claim_still_carries_one(redis_conn, settings):
-    settings.REPORT_KIND_DEFAULT_CONCURRENCY = 0
-    stale = finished_attempt()
-    ReportTask.objects.filter(pk=stale.pk).update(attempt=2)  # the reaper gave it to another attempt
-    following = submit_task(kind="probe", params={"write_output": False}).task
-    fenced = carried(stale)
-
-    assert claim_task(task_id=following.pk, attempt=1, worker="w", lease_seconds=12, completing=fenced) is not None
-    assert fenced.done is (False if carries_completions() else None)
-    assert ReportTask.objects.get(pk=stale.pk).status == TaskStatus.RUNNING
-
-    finished = finished_attempt()
-    completion = carried(finished)
-    assert claim_task(task_id=following.pk, attempt=1, worker="w2", lease_seconds=12, completing=completion) is None
-    assert completion.done is (True if carries_completions() else None)
-    expected = TaskStatus.DONE if carries_completions() else TaskStatus.RUNNING
-    assert ReportTask.objects.get(pk=finished.pk).status == expected
-
-
 def plan_of(statement: str, params: list) -> str:
     """The plan the database picks for a statement with these values, as text."""
     with connection.cursor() as cursor:
@@ -145,7 +92,8 @@ def test_the_hot_statements_find_their_rows_by_key_on_a_table_never_analysed():
 
     from django.utils import timezone
 
-    from reports.services import attempt_sql
+    from reports.services import engine_sql
+    from reports.services.engine_sql import PostgresStatements, _completion_params
 
     tasks = ReportTask.objects.bulk_create(
         ReportTask(kind="probe", max_attempts=3, timeout_seconds=60, status=status, attempt=attempt)
@@ -157,32 +105,28 @@ def test_the_hot_statements_find_their_rows_by_key_on_a_table_never_analysed():
     task = tasks[0]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            for table in (attempt_sql.TASK, attempt_sql.ATTEMPT):
+            for table in (engine_sql.TASK, engine_sql.ATTEMPT):
                 cursor.execute(f"CREATE TEMPORARY TABLE {table} (LIKE public.{table} INCLUDING ALL)")
                 cursor.execute(f"INSERT INTO pg_temp.{table} SELECT * FROM public.{table}")
     now = timezone.now()
     claim = ["running", 1, now, now + timedelta(seconds=12), now, task.pk, "pending", "retrying", 0]
     attempt_row = [1, "w", now, "running"]
-    done = attempt_sql._completion_pg_params(task_id=tasks[1].pk, attempt=1, output_file="", now=now, duration=1.0)
+    done_params, close_params = _completion_params(connection, tasks[1].pk, 1, "", now, 1.0)
     if connection.vendor == "postgresql":
         plans = [
-            plan_of(attempt_sql._CLAIM_PG, claim + attempt_row),
-            plan_of(attempt_sql._CLAIM_PG_OF_KIND, claim + ["probe"] + attempt_row),
-            plan_of(attempt_sql._CLAIM_COMPLETING_PG_OF_KIND, done + claim + ["probe"] + attempt_row),
-            plan_of(attempt_sql._COMPLETE_PG, done),
+            plan_of(PostgresStatements.claim_statement(False), claim + attempt_row),
+            plan_of(PostgresStatements.claim_statement(True), claim + ["probe"] + attempt_row),
+            plan_of(PostgresStatements.COMPLETE, done_params + close_params + [1, "running"]),
         ]
         for plan in plans:
             scans = [line.strip() for line in plan.splitlines() if "Scan" in line or "Cond" in line]
-            on_tasks = [line for line in scans if f" on {attempt_sql.TASK}" in line]
-            on_attempts = [line for line in scans if f" on {attempt_sql.ATTEMPT}" in line]
+            on_tasks = [line for line in scans if f" on {engine_sql.TASK}" in line]
+            on_attempts = [line for line in scans if f" on {engine_sql.ATTEMPT}" in line]
             assert on_tasks and all("_pkey" in line for line in on_tasks), plan
             assert all("first" not in line and "Seq Scan" not in line for line in on_attempts), plan
     else:
-        update = f"{attempt_sql._CLAIM}{attempt_sql._OF_KIND}"
+        update = f"{engine_sql.CLAIM}{engine_sql.OF_KIND}"
         assert "USING INTEGER PRIMARY KEY" in plan_of(update, claim + ["probe"])
-        done_params, close_params = attempt_sql._completion_params(
-            task_id=tasks[1].pk, attempt=1, output_file="", now=now, duration=1.0
-        )
-        assert "USING INTEGER PRIMARY KEY" in plan_of(attempt_sql._DONE, done_params)
-        close = plan_of(attempt_sql._CLOSE, close_params + [tasks[1].pk, 1, "running"])
+        assert "USING INTEGER PRIMARY KEY" in plan_of(engine_sql.DONE, done_params)
+        close = plan_of(engine_sql.CLOSE, close_params + [tasks[1].pk, 1, "running"])
         assert "task_id=?" in close and "first" not in close, close
