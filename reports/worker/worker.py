@@ -6,10 +6,9 @@ after. The horses, REPORT_WORKER_CONCURRENCY of them, are forked once and reused
 prefork pool), recycled after REPORT_HORSE_MAX_TASKS jobs (1: a fork per job), past
 REPORT_HORSE_MAX_RSS_MB, and after a timeout. Other jobs (alert sends, bulk actions, batch
 fan-outs) run in the same horses, through the same protocol. RQ is a library here, through
-reports/worker/rq_bridge.py, so `rq info` and rq-dashboard read what rq.Worker leaves.
-The loop (work) reads top to bottom: keep the pool full; take as many jobs as there are idle
-horses (the one notion of demand), claim and hand over each; tell RQ of the starts and ends;
-wait for results, deaths, beats and overruns; on a stop, finish (warm) or kill (cold)."""
+reports/worker/rq_bridge.py, so `rq info` and rq-dashboard read what rq.Worker leaves. The loop
+(work) reads top to bottom: keep the pool full; take a job for each idle horse (the one notion of
+demand), claim and hand it over; tell RQ; serve results, deaths, beats and overruns; stop."""
 
 import logging
 import os
@@ -22,6 +21,7 @@ from redis.exceptions import RedisError
 from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.worker import Worker, WorkerStatus
 
+from config import probe
 from config.backoff import backoff_delay, doubling
 from reports.kinds import get_kind
 from reports.models import ReportTask
@@ -283,6 +283,7 @@ class ReportWorker(Worker):
 
     def _beat(self) -> None:
         """Each lease renewed (one taken back or stopped kills its horse), RQ's beats in one trip."""
+        probe.beat(ready=not self._claim_failures)
         for running in list(self._running.values()):
             task = running.task
             if task is not None and outcomes.renew(task) is False and not running.taken_back:
@@ -332,9 +333,8 @@ class ReportWorker(Worker):
         return max(until - time.monotonic(), 0.001 if self._ahead else 0.01)
 
     def _take_ahead(self) -> None:
-        """Every horse busy: the next jobs, one a horse, are taken now (once per hand-over), so a horse
-        that finishes gets its next job at once (a dequeue was ~0.8 ms of a no-op report's path);
-        after AHEAD_SECONDS they go back to their queues (lost with the worker, they are re-sent)."""
+        """Every horse busy: the next jobs, one a horse, are taken now (once per hand-over) for the horse
+        that finishes first; after AHEAD_SECONDS they go back (lost with the worker, they are re-sent)."""
         if self._idle or not self._running or self._ahead or not self._may_take_ahead or self._stop_requested:
             return
         self._may_take_ahead = False
