@@ -7,6 +7,8 @@ from django import template
 from django.conf import settings
 from django.utils import timezone
 from django.utils.formats import number_format
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext, pgettext
 
@@ -40,6 +42,12 @@ def until(value) -> str:
     if left < timedelta(minutes=1):
         return gettext("soon")
     return pgettext("time until", "in %(duration)s") % {"duration": timeuntil(value)}
+
+
+@register.filter
+def etype(value) -> str:
+    """An error type that a narrow screen wraps after its dots, never mid-word ("reports.<wbr>errors...")."""
+    return mark_safe(escape(value or "").replace(".", ".<wbr>"))
 
 
 _HORSE = re.compile(r"^(?P<name>.*) horse (?P<child>\d+) pid (?P<pid>\d+)$")
