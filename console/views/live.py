@@ -48,7 +48,7 @@ def _running_rows() -> list[dict]:
 
 @console_view(TASK_VIEW_PERMISSION)
 def running_list(request):
-    context = {"rows": _running_rows(), "limit": LIVE_ROWS, "stop_choices": STOP_CHOICES}
+    context = {"rows": _running_rows(), "limit": LIVE_ROWS}
     if wants_partial(request):
         return render(request, "console/_running_rows.html", context)
     return render(request, "console/running.html", context)
