@@ -3,14 +3,14 @@
 import json
 
 from django import forms
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from deadletters.audit import REASON_MAX
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(label=_("Reason"), required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(label=pgettext_lazy("operator note", "Reason"), required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class ReplayEditForm(ReasonForm):

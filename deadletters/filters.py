@@ -223,6 +223,9 @@ def filtered_dead_letters(filters: DeadLetterFilters) -> QuerySet:
     return qs
 
 
+_CAUSE_RE = re.compile(r"^[0-9a-f]{8,40}$")
+
+
 def hex_prefix_range(prefix: str, width: int) -> tuple[str, str]:
     """The inclusive range of `width`-digit hex strings starting with `prefix`."""
     return prefix.ljust(width, "0"), prefix.ljust(width, "f")
@@ -246,6 +249,7 @@ def search_condition(text: str) -> Q:
     - a task-id prefix of 8+ hex digits (what the list shows): letters of the tasks whose id starts
       with it (a range on the task id's unique index; a UUID orders by its bytes, and so by its
       hex digits), or a message containing it;
+    - a cause id (fingerprint) or a prefix of 8+ hex digits of one (what the pages show): its letters;
     - anything else of 3+ characters: a case-insensitive piece of the error message (the trigram
       index of migration 0003; a scan on SQLite).
     Shorter text that is no id finds nothing."""
@@ -267,6 +271,8 @@ def search_condition(text: str) -> Q:
     compact = text.lower().replace("-", "")
     if _TASK_PREFIX_RE.match(text.lower()) and TASK_PREFIX_MIN <= len(compact) <= 32:
         conditions.append(Q(task_id__in=_task_ids_with_prefix(compact)))
+    if _CAUSE_RE.match(text.lower()):
+        conditions.append(fingerprint_condition(text.lower()))
     if len(text) >= TEXT_SEARCH_MIN:
         conditions.append(Q(error_message__icontains=text))
     if not conditions:

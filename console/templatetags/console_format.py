@@ -1,15 +1,19 @@
 """Small template helpers for the console."""
 
+import re
 from datetime import timedelta
 
 from django import template
 from django.conf import settings
 from django.utils import timezone
 from django.utils.formats import number_format
-from django.utils.timesince import timesince
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext, pgettext
 
 from console import labels
+from deadletters.bulk.canary import canary_reason_words
 from deadletters.bulk.pause_reasons import pause_reason_words
 from reports.models import TaskStatus
 from reports.services.controls import stopped_words
@@ -25,6 +29,46 @@ def ago(value) -> str:
     if timezone.now() - value < timedelta(minutes=1):
         return gettext("just now")
     return pgettext("time ago", "%(duration)s ago") % {"duration": timesince(value, depth=1)}
+
+
+@register.filter
+def until(value) -> str:
+    """'in 3 minutes', or 'soon' within the minute (never "in 0 minutes"); a time passed: 'just now'."""
+    if not value:
+        return ""
+    left = value - timezone.now()
+    if left < timedelta(0):
+        return ago(value)
+    if left < timedelta(minutes=1):
+        return gettext("soon")
+    return pgettext("time until", "in %(duration)s") % {"duration": timeuntil(value)}
+
+
+@register.filter
+def etype(value) -> str:
+    """An error type that a narrow screen wraps after its dots, never mid-word ("reports.<wbr>errors...")."""
+    return mark_safe(escape(value or "").replace(".", ".<wbr>"))
+
+
+_HORSE = re.compile(r"^(?P<name>.*) horse (?P<child>\d+) pid (?P<pid>\d+)$")
+
+
+@register.filter
+def worker(stored) -> str:
+    """The worker an attempt ran in, as recorded ("<name> horse 812 pid 790"), in the page's words:
+    "<name> pid 790 · worker process 812" (never "horse"); any other text as it is."""
+    found = _HORSE.match(stored or "")
+    if not found:
+        return stored or ""
+    return f"{found['name']} pid {found['pid']} · " + gettext("worker process %(pid)s") % {"pid": found["child"]}
+
+
+@register.filter
+def audit_reason(entry) -> str:
+    """An audit entry's stored (English) reason in the page's language when the system wrote it."""
+    if str(entry.action).startswith("bulk_canary_") and isinstance(entry.details, dict):
+        return canary_reason_words(entry.details) or entry.reason
+    return pause_reason_words(str(entry.reason or ""))
 
 
 @register.filter

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -20,7 +20,7 @@ from console.access import BULK_VIEW_PERMISSION, console_view
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict, bulk_request_refusal
 from console.views.bulk_plans import field_message, plan_from_form, zone_context
-from console.views.common import actor, batch_label, render_conflict
+from console.views.common import actor, filter_values, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
@@ -36,12 +36,15 @@ from deadletters.bulk.control import (
 )
 from deadletters.bulk.selection import (
     ELIGIBLE_STATUSES,
+    SCOPE_FILTER,
     SCOPE_SELECTED,
     InvalidBulkRequest,
     build_selection,
     preview_bulk_action,
+    selection_of,
 )
 from deadletters.bulk.watch import died_again_causes, replay_outcome, replay_outcome_by_cause
+from deadletters.filters import InvalidFilter
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, permission_for
 
 
@@ -51,30 +54,25 @@ def _list_url(filter_qs: str) -> str:
 
 
 def _bulk_request(request):
-    """Validate the posted action/scope/ids/filter and check the action's permission."""
-    action = request.POST.get("action", "")
+    """Validate the posted action/scope/ids/filter and check the action's permission. A GET (the
+    link of a cause: ?action=replay&fingerprint=...) is everything matching the other parameters."""
+    data = request.POST
+    if request.method == "GET":
+        filters = request.GET.copy()
+        filters.pop("action", None)
+        data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER, "filter_qs": filters.urlencode()}
+    action = data.get("action", "")
     if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
         raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
-    filter_qs = request.POST.get("filter_qs", "")
+    filter_qs = data.get("filter_qs", "")
     selection = build_selection(
         action=action,
-        scope=request.POST.get("scope", ""),
+        scope=data.get("scope", ""),
         ids=request.POST.getlist("ids"),
         filter_qs=filter_qs,
-        max_id=request.POST.get("max_id"),
+        max_id=data.get("max_id"),
     )
     return selection, filter_qs
-
-
-FILTER_WORDS = {
-    "kind": pgettext_lazy("bulk scope", "kind"),
-    "error_type": pgettext_lazy("bulk scope", "error"),
-    "fingerprint": pgettext_lazy("bulk scope", "cause"),
-    "batch": pgettext_lazy("bulk scope", "batch"),
-    "created_from": pgettext_lazy("bulk scope", "died from"),
-    "created_to": pgettext_lazy("bulk scope", "died until"),
-    "q": pgettext_lazy("bulk scope", "search"),
-}
 
 
 def _scope_wording(selection) -> dict:
@@ -85,10 +83,7 @@ def _scope_wording(selection) -> dict:
         return {"statuses": _or(eligible), "eligible": _or(eligible), "conditions": [], "listed_status": ""}
     listed = selection.filters.status
     statuses = eligible if listed == "all" else [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed]
-    params = selection.filters.as_params()
-    if selection.filters.batch:
-        params["batch"] = batch_label(selection.filters.batch)
-    conditions = [f"{label} {params[name]}" for name, label in FILTER_WORDS.items() if name in params]
+    conditions = [f"{label} {value}" for _name, label, value in filter_values(selection.filters)]
     return {
         "statuses": _or(statuses),
         "eligible": _or(eligible),
@@ -143,10 +138,11 @@ def _bulk_refused(request, exc: InvalidBulkRequest):
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_preview(request):
-    """Dry run from the list's bulk bar: count, a sample, reason and rate, and a confirm button."""
+    """Dry run from the list's bulk bar, a cause's buttons or an alert's link (a GET that changes
+    nothing): count, a sample, reason and rate, and a confirm button."""
     try:
         selection, filter_qs = _bulk_request(request)
     except InvalidBulkRequest as exc:
@@ -261,6 +257,7 @@ def _bulk_context(bulk: BulkAction) -> dict:
         "percent": 100 if bulk.status == "completed" else bulk.percent,
         "outcome": outcome,
         "replays_done": outcome.finished - outcome.died_again if outcome else 0,
+        "replays_unfinished": outcome.replayed - outcome.finished if outcome else 0,
         "died_again_causes": died_again_causes(bulk) if outcome and outcome.died_again else [],
         "outcome_by_cause": by_cause,
         "outcome_by_cause_limited": by_cause_limited,
@@ -282,6 +279,11 @@ def bulk_detail(request, public_id):
             # The final state is swapped in, and htmx stops polling.
             return HttpResponseStopPolling(response.content)
         return response
+    if bulk.selected_ids is None:
+        try:
+            context["scope"] = _scope_wording(selection_of(bulk))
+        except InvalidFilter:  # written by an older version: shown as stored
+            context["scope"] = {"conditions": [f"{k}={v}" for k, v in (bulk.filters.get("filter") or {}).items()]}
     return render(request, "console/bulk_detail.html", context)
 
 

@@ -4,9 +4,12 @@ import json
 from urllib.parse import urlencode
 
 from django.shortcuts import render
+from django.template.defaultfilters import truncatechars
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from config.keyset import Cursor, InvalidCursor
+from deadletters.selectors.letters import cause_sample
 from reports.models import ReportBatch
 
 
@@ -67,3 +70,34 @@ def batch_label(public_id) -> str:
     """A batch as people call it: its name, or its id when it has none."""
     batch = ReportBatch.objects.filter(public_id=public_id).only("public_id", "name").first()
     return batch.label if batch else str(public_id)
+
+
+# The narrowing filters of a dead-letter list (its chips, a bulk action's scope), in the page's words.
+FILTER_LABELS = {
+    "kind": pgettext_lazy("filter chip", "kind"),
+    "error_type": pgettext_lazy("filter chip", "error"),
+    "fingerprint": pgettext_lazy("filter chip", "cause"),
+    "created_from": pgettext_lazy("filter chip", "from"),
+    "created_to": pgettext_lazy("filter chip", "to"),
+    "batch": pgettext_lazy("filter chip", "batch"),
+    "q": pgettext_lazy("filter chip", "search"),
+}
+
+
+def cause_words(fingerprint: str) -> str:
+    """A cause as an operator recognises it: "TransientError: orders API unreachable", not its hex."""
+    sample = cause_sample(fingerprint)
+    if sample is None:
+        return fingerprint[:12]
+    error_type, message = sample
+    return truncatechars(f"{error_type.rsplit('.', 1)[-1]}: {message}", 100)
+
+
+def filter_values(filters) -> list[tuple[str, str, str]]:
+    """(name, label, value shown) of each narrowing filter: a batch by its name, a cause by its error."""
+    params = filters.as_params()
+    if filters.batch:
+        params["batch"] = batch_label(filters.batch)
+    if filters.fingerprint:
+        params["fingerprint"] = cause_words(filters.fingerprint)
+    return [(name, str(label), params[name]) for name, label in FILTER_LABELS.items() if name in params]

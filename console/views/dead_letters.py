@@ -6,7 +6,6 @@ from types import SimpleNamespace
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.translation import pgettext_lazy
 from django_htmx.http import HttpResponseStopPolling, push_url
 
 from config.keyset import Cursor, InvalidCursor
@@ -14,7 +13,7 @@ from console.access import VIEW_PERMISSION, console_view
 from console.refusals import filter_refusal
 from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
-from console.views.common import batch_label, parse_cursor, pretty_json, wants_partial
+from console.views.common import filter_values, parse_cursor, pretty_json, wants_partial
 from console.views.tasks import task_state_context
 from deadletters.alerts.causes import new_causes
 from deadletters.bulk.schedule import scheduled_replays_of
@@ -37,17 +36,6 @@ def _filter_error_status(request) -> int:
     return 200 if wants_partial(request) else 400
 
 
-FILTER_LABELS = {
-    "kind": pgettext_lazy("filter chip", "kind"),
-    "error_type": pgettext_lazy("filter chip", "error"),
-    "fingerprint": pgettext_lazy("filter chip", "cause"),
-    "created_from": pgettext_lazy("filter chip", "from"),
-    "created_to": pgettext_lazy("filter chip", "to"),
-    "batch": pgettext_lazy("filter chip", "batch"),
-    "q": pgettext_lazy("filter chip", "search"),
-}
-
-
 def _raw_filters(querydict) -> SimpleNamespace:
     """What the operator typed, to show back in the form next to the error (never used to query)."""
     raw = {name: querydict.get(name, "").replace("\x00", "")[:200] for name in FILTER_PARAMS}
@@ -57,13 +45,9 @@ def _raw_filters(querydict) -> SimpleNamespace:
 
 def _active_filters(filters, **extra) -> list[dict]:
     """Removable chips for the narrowing filters, each with the querystring that drops it."""
-    params = filters.as_params()
-    if filters.batch:
-        params["batch"] = batch_label(filters.batch)
     return [
-        {"label": label, "value": params[name], "without": filters.querystring(**{name: None}, **extra)}
-        for name, label in FILTER_LABELS.items()
-        if name in params
+        {"label": label, "value": value, "without": filters.querystring(**{name: None}, **extra)}
+        for name, label, value in filter_values(filters)
     ]
 
 

@@ -5,6 +5,8 @@ opens the replay one), POST acts, then a message and a redirect. A GET never cha
 and nothing here writes to the database itself: deadletters.services does.
 """
 
+import json
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from console.access import ARCHIVE_PERMISSION, REPLAY_EDIT_PERMISSION, REPLAY_PERMISSION, console_view
 from console.forms import ReasonForm, ReplayEditForm
-from console.kind_params import param_rows
+from console.kind_params import fits_fields, param_rows, params_from_fields, posted_values
 from console.refusals import letter_conflict, replay_refusal
 from console.views.common import actor, pretty_json, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
@@ -64,14 +66,19 @@ def _not_replayable_exc(letter: DeadLetter) -> TaskNotReplayable:
     return TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
 
 
-def _edit_context(letter: DeadLetter, form) -> dict:
+def _edit_context(letter: DeadLetter, form, *, fields_post=None) -> dict:
+    """The kind's fields (filled from the letter's params, or from what they posted) and the JSON."""
     kind = get_kind(letter.kind)
+    use_fields = fits_fields(kind, letter.params)
+    values = posted_values(kind, fields_post) if use_fields and fields_post is not None else letter.params
     return {
         "letter": letter,
         "form": form,
         "params_json": pretty_json(letter.params),
-        "kind_params": param_rows(kind) if kind else (),
+        "kind_params": param_rows(kind, values) if kind else (),
         "kind_title": _(kind.title) if kind else "",
+        "use_fields": use_fields,
+        "json_mode": form.is_bound and fields_post is None,
     }
 
 
@@ -140,7 +147,14 @@ def replay_edit(request, letter_id: int):
             "console/replay_edit.html",
             _edit_context(letter, ReplayEditForm(initial=initial)),
         )
-    form = ReplayEditForm(request.POST)
+    fields_post = None
+    data = request.POST
+    kind = get_kind(letter.kind)
+    if request.POST.get("mode") == "fields" and fits_fields(kind, letter.params):
+        fields_post = request.POST
+        data = request.POST.copy()
+        data["params"] = json.dumps(params_from_fields(kind, request.POST))
+    form = ReplayEditForm(data)
     if form.is_valid():
         outcome = _replay(request, letter, form, params=form.cleaned_data["params"])
         if isinstance(outcome, HttpResponse):
@@ -153,7 +167,7 @@ def replay_edit(request, letter_id: int):
             )
             return redirect(_detail_url(letter.pk))
     # Refused input: the form again with every error, as a 400 (nothing was changed).
-    return render(request, "console/replay_edit.html", _edit_context(letter, form), status=400)
+    return render(request, "console/replay_edit.html", _edit_context(letter, form, fields_post=fields_post), status=400)
 
 
 # Per action: the page title when nothing was done, and the message when it was.

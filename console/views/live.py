@@ -22,7 +22,7 @@ from deadletters.audit import REASON_MAX, client_ip
 from deadletters.services.task_controls import task_cancel, task_retry_now, task_stop
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.selectors import task_by_public_id
-from reports.services.controls import STOP_CHOICES, STOP_THEN_CANCEL, TaskNotControllable
+from reports.services.controls import STOP_CHOICES, STOP_THEN_RETRY, TaskNotControllable
 
 CONTROL_PERMISSION = REPLAY_PERMISSION
 LIVE_ROWS = 200
@@ -48,7 +48,7 @@ def _running_rows() -> list[dict]:
 
 @console_view(TASK_VIEW_PERMISSION)
 def running_list(request):
-    context = {"rows": _running_rows(), "limit": LIVE_ROWS, "stop_choices": STOP_CHOICES}
+    context = {"rows": _running_rows(), "limit": LIVE_ROWS}
     if wants_partial(request):
         return render(request, "console/_running_rows.html", context)
     return render(request, "console/running.html", context)
@@ -112,12 +112,22 @@ def retry_now(request, public_id: uuid.UUID):
 @require_POST
 @console_view(CONTROL_PERMISSION)
 def stop(request, public_id: uuid.UUID):
-    then = request.POST.get("then", STOP_THEN_CANCEL)
+    """Asks first (the row's button posts without `confirmed`): what then, retrying by default."""
+    then = request.POST.get("then", STOP_THEN_RETRY)
     raw_attempt = request.POST.get("attempt", "")
     if then not in STOP_CHOICES or not raw_attempt.isdigit() or len(raw_attempt) > 7:
         return render_conflict(
             request, title=_NOT_DONE["stopped"], message=_("The stop form was not valid."), status=400
         )
+    if request.POST.get("confirmed") != "yes":
+        task = task_by_public_id(public_id)
+        if task is None:
+            raise Http404(_("No task with this id."))
+        back = request.POST.get("next", "")
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = reverse("console:task-detail", args=[task.public_id])
+        context = {"task": task, "attempt": int(raw_attempt), "then": then, "next": back}
+        return render(request, "console/stop_confirm.html", context)
     return _control(
         request,
         public_id,

@@ -24,6 +24,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from deadletters.alerts.resolved import announce_bulk
 from deadletters.audit import record_audit
@@ -188,6 +190,31 @@ def canary_reason(bulk: BulkAction, result: dict) -> str:
     return text + (
         f"; at least {result['needed']} ({share}) had to succeed. The rest of the selection was not replayed."
     )
+
+
+def canary_reason_words(result: dict) -> str:
+    """canary_reason's sentence in the active language, from the verdict's counts (kept with it);
+    "" when they are not there."""
+    try:
+        counts = {k: int(result[k]) for k in ("replayed", "done", "died_again", "needed")}
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if result.get("verdict") == CanaryPhase.PASSED:
+        return _(
+            "Canary passed: %(done)s of its %(replayed)s replays ended done (at least %(needed)s had to); "
+            "the rest runs at the run's rate."
+        ) % counts
+    text = _("Canary failed: the run stopped.") + " " + ngettext(
+        "%(died)s of the %(replayed)s canary replay died again, %(done)s done",
+        "%(died)s of the %(replayed)s canary replays died again, %(done)s done",
+        counts["replayed"],
+    ) % {"died": counts["died_again"], **counts}
+    causes = [c for c in result.get("causes") or () if isinstance(c, dict)]
+    if causes:
+        text += " (" + ", ".join(f"{c.get('error_type', '')} ×{c.get('count', '')}" for c in causes) + ")"
+    if result.get("unfinished"):
+        text += _(", %(n)s unfinished when it was decided") % {"n": result["unfinished"]}
+    return text + _("; at least %(needed)s had to end done.") % counts
 
 
 def canary_view(bulk: BulkAction) -> dict | None:

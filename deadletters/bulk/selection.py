@@ -4,7 +4,7 @@ Also the dry-run preview (count and a sample)."""
 
 from dataclasses import dataclass
 
-from django.db.models import Max, QuerySet
+from django.db.models import F, Max, QuerySet
 from django.http import QueryDict
 from django.utils.translation import gettext as _
 
@@ -18,6 +18,7 @@ from deadletters.filters import (
 from deadletters.models import BulkAction, BulkActionKind, DeadLetter
 from deadletters.services.letters import REPLAYABLE_STATUSES
 from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
+from reports.models import TaskStatus
 
 # Ticked rows per bulk action; Django refuses forms of more than 1,000 fields anyway.
 SELECTION_MAX = 1000
@@ -141,10 +142,18 @@ class BulkPreview:
     selection: Selection
     count: int
     sample: list[DeadLetter]
+    # Of `count`, the letters that died of a permanent error (DeadLetter.died_without_retry):
+    # replayed unchanged, they are expected to die the same way. Counted for a replay only.
+    permanent: int = 0
 
 
 def preview_bulk_action(*, selection: Selection) -> BulkPreview:
     """Dry run: how many letters the action would touch now, and the first SAMPLE_SIZE of them."""
     qs = selection.queryset()
     sample = list(qs.select_related("task").order_by("pk")[:SAMPLE_SIZE])
-    return BulkPreview(selection=selection, count=qs.count(), sample=sample)
+    permanent = 0
+    if selection.action == BulkActionKind.REPLAY:
+        permanent = qs.filter(
+            task__status=TaskStatus.DEAD, attempts=F("task__attempt"), task__attempt__lt=F("task__max_attempts")
+        ).count()
+    return BulkPreview(selection=selection, count=qs.count(), sample=sample, permanent=permanent)

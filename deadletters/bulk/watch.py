@@ -3,12 +3,13 @@ died again; too many deaths pause the bulk, so a replay of 50,000 does not burn 
 that is not fixed yet."""
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Q
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from deadletters.alerts.resolved import announce_bulk
@@ -57,6 +58,7 @@ class CauseOutcome:
     replayed: int
     done: int
     died_again: int
+    error_message: str = field(default="", compare=False)  # one of the cause's: how an operator knows it
 
     @property
     def unfinished(self) -> int:
@@ -73,6 +75,7 @@ def replay_outcome_by_cause(bulk: BulkAction, *, limit: int = OUTCOME_CAUSES_MAX
         .values("fingerprint")
         .annotate(
             error_type=Max("error_type"),
+            error_message=Max(Substr("error_message", 1, 200)),
             replayed=Count("task_id", distinct=True),
             done=Count("task_id", distinct=True, filter=Q(task__status=TaskStatus.DONE)),
             died_again=Count("task_id", distinct=True, filter=Q(task__status=TaskStatus.DEAD)),

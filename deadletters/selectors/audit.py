@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from config.keyset import Cursor, KeysetPage, keyset_page
-from deadletters.models import AuditEntry, DeadLetter
+from deadletters.models import AuditEntry, BulkAction, DeadLetter
 
 # The actor filter's value for entries nobody signed (the worker, the archiver, the reaper): an
 # empty actor. Parentheses cannot occur in a username, so no real actor is shadowed.
@@ -12,11 +12,16 @@ NO_ACTOR = "(system)"
 
 
 def audit_for_dead_letter(letter: DeadLetter, *, limit: int = 100) -> list[AuditEntry]:
-    return list(
-        AuditEntry.objects.filter(Q(dead_letter=letter) | Q(task_id=letter.task_id)).order_by(
-            "-created_at", "-id"
-        )[:limit]
-    )
+    """The letter's and its task's entries, and those of the runs made for this letter alone
+    (its "Replay later…": scheduled, started, cancelled)."""
+    own_runs = [
+        str(public_id)
+        for public_id in BulkAction.objects.filter(selected_ids=[letter.pk]).values_list("public_id", flat=True)[:50]
+    ]
+    mine = Q(dead_letter=letter) | Q(task_id=letter.task_id)
+    if own_runs:
+        mine |= Q(details__bulk__in=own_runs)
+    return list(AuditEntry.objects.filter(mine).order_by("-created_at", "-id")[:limit])
 
 
 def audit_for_task(task, *, limit: int = 100) -> list[AuditEntry]:

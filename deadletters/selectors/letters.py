@@ -184,6 +184,17 @@ def related_dead_letters(letter: DeadLetter, *, limit: int = 5) -> tuple[list[De
     return items, count, capped
 
 
+def cause_sample(fingerprint: str) -> tuple[str, str] | None:
+    """How an operator recognises a cause (a full fingerprint or a prefix of one): the error type
+    and the start of the message of its newest letter; None when no letter has it."""
+    return (
+        DeadLetter.objects.filter(fingerprint_condition(fingerprint))
+        .order_by("-pk")
+        .values_list("error_type", Substr("error_message", 1, SAMPLE_MESSAGE_CHARS))
+        .first()
+    )
+
+
 def open_count_of_cause(fingerprint: str) -> tuple[int, bool]:
     """Open dead letters of one cause (capped): the number the dashboard and the groups show."""
     return capped_count(DeadLetter.objects.filter(fingerprint=fingerprint, status=DeadLetterStatus.OPEN))

@@ -95,7 +95,7 @@ def test_a_canary_started_from_the_form(operator_client, django_capture_on_commi
     failed = operator_client.get(response["Location"]).content.decode()
     assert "Canary failed: the run stopped." in failed
     assert "3 of the 3 canary replays died again, 0 done; at least 2 (60%) had to end done." in failed
-    assert "requests.exceptions.ConnectionError" in failed  # the new dead letters by cause
+    assert "requests.<wbr>exceptions.<wbr>ConnectionError" in failed  # the new dead letters by cause
     assert 'data-status="canary_failed"' in failed and "canary failed" in failed
 
 

@@ -178,12 +178,12 @@ def test_same_cause_counts_open_letters_as_the_dashboard_and_groups_do(op_client
     groups = text(op_client.get("/console/dead-letters/groups/"))
     # The groups page has the cause's deaths-per-hour cell between the count and the error type.
     assert re.search(
-        r'<td class="num"><strong>3</strong></td>\s*<td class="trend-col">.*?</td>\s*<td class="etype"><code class="mono">reports.errors.TransientError',
+        r'<td class="num"><strong>3</strong></td>\s*<td class="trend-col">.*?</td>\s*<td class="etype"><code class="mono">reports.<wbr>errors.<wbr>TransientError',
         groups,
         flags=re.S,
     )
     dashboard = text(op_client.get("/console/"))
-    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.errors.TransientError', dashboard)
+    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.<wbr>errors.<wbr>TransientError', dashboard)
 
 
 def test_the_403_page_links_only_where_its_reader_may_go(client, django_user_model):

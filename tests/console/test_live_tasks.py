@@ -101,7 +101,7 @@ def test_a_control_on_a_task_that_moved_on_is_a_409_page_that_changes_nothing(op
     response = operator.post(reverse("console:task-cancel", args=[done.public_id]))
     assert response.status_code == 409 and "it is done" in response.content.decode()
     response = operator.post(
-        reverse("console:task-stop", args=[done.public_id]), {"attempt": "1", "then": "cancel"}
+        reverse("console:task-stop", args=[done.public_id]), {"attempt": "1", "then": "cancel", "confirmed": "yes"}
     )
     assert response.status_code == 409
     assert ReportTask.objects.get(pk=done.pk).status == TaskStatus.DONE
@@ -119,7 +119,7 @@ def test_stop_from_the_console_records_a_stopped_attempt(operator):
 
     operator.post(
         reverse("console:task-stop", args=[task.public_id]),
-        {"attempt": "1", "then": "cancel", "reason": "hung"},
+        {"attempt": "1", "then": "cancel", "reason": "hung", "confirmed": "yes"},
     )
 
     assert ReportTask.objects.get(pk=task.pk).status == TaskStatus.CANCELLED

@@ -36,7 +36,7 @@ def test_a_cause_first_seen_today_is_new_and_an_old_one_is_not(op_client):
 
     page = op_client.get("/console/dead-letters/groups/").content.decode()
     assert badges(page) == ["new"]
-    fresh_row = page[page.index('<code class="mono">app.errors.Fresh') :].split("</tr>")[0]
+    fresh_row = page[page.index('<code class="mono">app.<wbr>errors.<wbr>Fresh') :].split("</tr>")[0]
     assert "badge-new" in fresh_row
     assert badges(op_client.get(f"/console/dead-letters/{fresh.pk}/").content.decode()) == ["new"]
     assert badges(op_client.get(f"/console/dead-letters/{old.pk}/").content.decode()) == []

@@ -104,7 +104,7 @@ def _requests(scene) -> list[tuple[str, str, str, dict]]:
         ("archive: reason too long", "POST", f"/console/dead-letters/{letter.pk}/archive/", {"reason": "x" * 2001}),
         ("cancel: running", "POST", f"/console/tasks/{running}/cancel/", {"reason": "r"}),
         ("retry now: pending", "POST", f"/console/tasks/{pending}/retry-now/", {}),
-        ("stop: not that attempt", "POST", f"/console/tasks/{running}/stop/", {"attempt": "5", "then": "cancel"}),
+        ("stop: not that attempt", "POST", f"/console/tasks/{running}/stop/", {"attempt": "5", "then": "cancel", "confirmed": "yes"}),
         ("stop: bad form", "POST", f"/console/tasks/{running}/stop/", {"attempt": "x", "then": "explode"}),
         ("bulk start: bad date", "POST", "/console/bulk/start/", {**bulk_start, "filter_qs": "created_from=yesterday"}),
         ("bulk start: bad status", "POST", "/console/bulk/start/", {**bulk_start, "filter_qs": "status=nonsense"}),

@@ -120,8 +120,9 @@ def _special_views(page, seeded, letter_with_chain) -> dict[str, list]:
     found["bulk preview"] = violations_of(page)
     # The edit page answering invalid params (every error listed).
     page.goto(f"/console/dead-letters/{seeded['letters'][0].pk}/replay/edit/")
+    page.locator("details.json-fallback summary").click()
     page.locator("textarea[name=params]").fill('{"format": "pdf", "colour": 1}')
-    page.locator("form.confirm-form button.btn-primary").click()
+    page.locator("details.json-fallback button.btn-primary").click()
     expect(page.locator("#params-error")).to_be_visible()
     found["replay edit, invalid"] = violations_of(page)
     # A refused snooze (400) and a refused task control (409).

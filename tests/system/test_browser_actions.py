@@ -81,15 +81,19 @@ def test_edit_params_and_replay(page, operator, start_worker):
     browser_login(page, next_path=f"/console/dead-letters/{letter.pk}/")
 
     page.get_by_role("link", name="Replay with edited params…").click()
+    # The JSON fallback, folded under the kind's fields.
+    page.locator("details.json-fallback summary").click()
     params = page.locator("textarea[name=params]")
     expect(params).to_contain_text('"fail_attempts": 99')
     params.fill('{"fail_attempts": "lots"}')
-    page.get_by_role("button", name="Replay with these params").click()
+    page.locator("details.json-fallback button.btn-primary").click()
     expect(page.locator("#params-error")).to_contain_text("fail_attempts: must be an integer")
     assert ReportTask.objects.get(pk=letter.task_id).status == TaskStatus.DEAD
 
-    page.locator("textarea[name=params]").fill('{"fail_attempts": 0}')
-    page.get_by_role("button", name="Replay with these params").click()
+    # The field of the kind's parameter, as a phone would fill it.
+    expect(page.locator("#param-fail_attempts")).to_have_value("99")
+    page.locator("#param-fail_attempts").fill("0")
+    page.locator("form.param-form button.btn-primary").click()
 
     expect(page.locator(".messages")).to_contain_text("replayed with edited params")
     expect(page.locator("#task-state .badge")).to_have_text("done", timeout=TIMEOUT)

@@ -73,8 +73,12 @@ def test_stop_a_running_attempt_from_the_running_view(page, operator, start_work
     expect(row).to_be_visible(timeout=TIMEOUT)  # appeared by polling
     assert page.evaluate("window.__noReload") is True
     expect(row.locator(".elapsed")).to_have_text(re.compile(r"\d+ s"))
-    row.get_by_label("Reason for stopping").fill("wrong month")
     row.locator("button[data-action=stop]").click()
+    # It asks first, retrying by default; this operator cancels the task.
+    expect(page.locator("input[name=then][value=retry]")).to_be_checked()
+    page.locator("input[name=then][value=cancel]").check()
+    page.get_by_label("Reason (optional, kept in the audit log)").fill("wrong month")
+    page.locator("button[data-action=stop-confirmed]").click()
 
     expect(page.locator(".messages")).to_contain_text("it is now cancelled")
     expect(page.locator(f"tr[data-task='{task.public_id}']")).to_have_count(0)
