@@ -8,6 +8,7 @@ from api.auth import SUBMIT_PERMISSION, api_endpoint, refuse_operator_only_kinds
 from api.errors import ApiError
 from api.request_body import idempotency_key, iso, read_json_object
 from api.submit_budget import replay_budget, submit_budget
+from config.observability import span
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.services.replay import replay_task
 from reports.errors import InvalidParams
@@ -30,6 +31,7 @@ def _task_or_404(request, task_id: str) -> ReportTask:
 
 
 @api_endpoint(methods=("POST",), scope=ApiScope.SUBMIT, permission=SUBMIT_PERMISSION)
+@span("report.submit")  # the trace the attempt continues (its context rides in the job)
 def submit(request):
     data = read_json_object(request, allowed=SUBMIT_FIELDS)
     bad = _given_but_invalid(data)

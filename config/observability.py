@@ -110,6 +110,12 @@ def trace_carrier() -> dict:
     return carrier
 
 
+def trace_meta() -> dict:
+    """{"trace": carrier} for a job's meta while tracing is on, else nothing."""
+    carrier = trace_carrier()
+    return {"trace": carrier} if carrier else {}
+
+
 @contextmanager
 def span(name: str, *, carrier: dict | None = None, **attributes):
     """A span named `name` (continuing the trace in `carrier`), tagged with the bound ids."""

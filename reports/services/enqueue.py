@@ -7,6 +7,7 @@ the row, and a job without it is claimed all the same."""
 from collections.abc import Iterable
 from datetime import datetime
 
+from config.observability import trace_meta
 from transport.queues import enqueue_job, enqueue_jobs_many, on_commit_robust
 
 REPORT_JOB_FUNC = "reports.worker.report_job.run_report_task"
@@ -22,7 +23,9 @@ def _description(task_id: int, attempt: int) -> str:
 
 
 def kind_hint(kind: str) -> dict | None:
-    return {"kind": kind} if kind else None
+    """The job's meta: its kind (the dequeue's cap check) and the trace it continues, if any."""
+    meta = ({"kind": kind} if kind else {}) | trace_meta()
+    return meta or None
 
 
 def enqueue_attempt(

@@ -71,7 +71,7 @@ def read_frame(fd: int) -> bytes | None:
 
 
 def report_request(handed: "report_job.HandedOver", timeout: int | None) -> bytes:
-    task = [handed.task_id, handed.attempt, handed.kind, handed.params, handed.public_id]
+    task = [handed.task_id, handed.attempt, handed.kind, handed.params, handed.public_id, handed.trace]
     return json.dumps(["report", timeout, *task], separators=(",", ":")).encode()
 
 

@@ -12,6 +12,7 @@ from django.db import DatabaseError, connection
 from django.db.backends.signals import connection_created
 
 from config.backoff import backoff_delay, doubling
+from config.observability import log_context
 from reports.errors import FailureInfo, WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
@@ -43,7 +44,13 @@ def renew(task: ReportTask) -> bool | None:
 
 def record(task: ReportTask, result: "report_job.RunResult", *, tries: int = len(RETRY_STEPS) + 1) -> None:
     """The attempt's outcome through the engine: complete, or fail (retry or die); then the files
-    of the attempt (a fenced or failed one's go; a done one's other attempts' go)."""
+    of the attempt (a fenced or failed one's go; a done one's other attempts' go). What it logs
+    carries the attempt's ids (config/observability.py)."""
+    with log_context(task_id=task.pk, attempt=task.attempt, kind=task.kind):
+        _record(task, result, tries)
+
+
+def _record(task: ReportTask, result: "report_job.RunResult", tries: int) -> None:
     if result.status == report_job.DONE:
         def complete(retrying: bool) -> bool:
             done = complete_task(task_id=task.pk, attempt=task.attempt, output_file=result.output_file,

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
+from config.observability import error_capture, log_context, span
 from reports.errors import PermanentError
 from reports.kinds import get_kind
 from reports.kinds.base import RunContext
@@ -75,10 +76,11 @@ class HandedOver:
     kind: str
     params: dict
     public_id: str
+    trace: dict | None = None  # the submit's trace context, carried in the job (config/observability.py)
 
     @classmethod
-    def of(cls, task: ReportTask) -> "HandedOver":
-        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id))
+    def of(cls, task: ReportTask, meta: dict | None = None) -> "HandedOver":
+        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id), (meta or {}).get("trace"))
 
 
 def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:
@@ -96,7 +98,8 @@ def run_kind(handed: HandedOver, *, scratch: Path | None = None) -> RunResult:
     DONE, so a result never names a file the store does not hold. `scratch`: a directory of the
     caller's (which empties it) instead of one made and removed for this attempt."""
     directory = scratch_dir(handed.public_id, handed.attempt) if scratch is None else nullcontext(scratch)
-    with directory as scratch:
+    ids = log_context(task_id=handed.task_id, attempt=handed.attempt, kind=handed.kind)
+    with ids, span("report.attempt", carrier=handed.trace), directory as scratch:
         ctx = RunContext(
             task_id=handed.task_id, public_id=handed.public_id, attempt=handed.attempt, output_dir=scratch
         )
@@ -112,6 +115,7 @@ def run_kind(handed: HandedOver, *, scratch: Path | None = None) -> RunResult:
         except JobTimeoutException as exc:
             return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
         except Exception as exc:  # classified by is_retriable when the worker records it
+            error_capture(exc)  # Sentry, when SENTRY_DSN is set: one event, tagged with the ids
             return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
     return RunResult(DONE, output_file=output_file)
 

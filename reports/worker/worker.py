@@ -135,7 +135,7 @@ class ReportWorker(Worker):
                 task = self._claim(job, queue, horse, *ref)
                 if task is None:
                     return False
-                request = horses.report_request(report_job.HandedOver.of(task), job.timeout)
+                request = horses.report_request(report_job.HandedOver.of(task, job.meta), job.timeout)
             elif note_refusal(job):  # logged once; the job fails unrun, in no horse
                 rq_bridge.job_failed(self, job, queue, None, f"job function {job.func_name!r} is refused")
                 return False
