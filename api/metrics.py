@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 
 from deadletters import metrics as letter_metrics
 from deadletters.audit import client_ip
+from deadletters.services.retention import data_kept
 from reports import metrics as task_metrics
 from reports.kinds import KINDS
 from reports.models import ApiScope
@@ -68,6 +69,7 @@ class PipelineCollector:
         yield from self._attempt_windows()
         yield from self._alerts()
         yield from self._transport()
+        yield from self._kept()
         yield _gauge(
             "metrics_scrape_seconds",
             "How long this scrape's queries took.",
@@ -170,6 +172,17 @@ class PipelineCollector:
             "alert_last_sent_timestamp_seconds",
             "When a message was last delivered (0: never).",
             samples=[((), _timestamp(outbox.last_sent_at))],
+        )
+
+    def _kept(self):
+        kept = data_kept()
+        yield _gauge(
+            "table_rows", "Rows each large table holds (PostgreSQL: the planner's estimate); RETENTION_DAYS prunes.",
+            ("table",), [((k.table,), k.rows) for k in kept],
+        )
+        yield _gauge(
+            "table_oldest_row_timestamp_seconds", "When the oldest row each large table keeps was written (0: empty).",
+            ("table",), [((k.table,), _timestamp(k.oldest)) for k in kept],
         )
 
     def _transport(self):

@@ -11,6 +11,7 @@ from console.views.common import wants_partial
 from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
 from deadletters.selectors import stats
+from deadletters.services.retention import data_kept
 from reports.selectors import task_status_counts
 from reports.services.pausing import paused_kinds
 from transport.overview import queue_overview
@@ -58,6 +59,8 @@ def _dashboard_aggregates() -> dict:
         "chart_24h": _chart(stats.deaths_per_hour(hours=24), label_every=3),
         "chart_7d": _chart(stats.deaths_per_hour(hours=24 * 7), label_every=24),
         "top_groups": stats.top_fingerprints(limit=8),
+        "kept": data_kept(),
+        "retention_days": settings.RETENTION_DAYS,
         "generated_at": timezone.now(),
     }
 

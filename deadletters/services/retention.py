@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, DeadLetter
 from reports.models import ReportTask, TaskAttempt, TaskStatus
@@ -124,3 +125,37 @@ def _rows_prune(what: str, expired, result: PruneResult, batch_size: int, progre
         result.add(what, _delete_where(expired.model, "id", expired.model.objects.filter(id__in=ids).values("id")))
         if progress:
             progress(what, result.deleted[what])
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What one large table holds: rows (PostgreSQL: the planner's estimate) and its oldest row."""
+
+    table: str
+    label: str
+    rows: int
+    oldest: datetime | None
+
+
+KEPT_TABLES = (
+    ("tasks", _("tasks"), ReportTask, "created_at"), ("attempts", _("attempts"), TaskAttempt, "started_at"),
+    ("dead letters", _("dead letters"), DeadLetter, "created_at"),
+    ("alert messages", _("alert messages"), AlertMessage, "created_at"),
+    ("audit entries", _("audit entries"), AuditEntry, "created_at"),
+)
+
+
+def data_kept() -> list[Kept]:
+    """Each large table's size and oldest row, cheaply: an estimate and the lowest id (no scan)."""
+    kept = []
+    for table, label, model, written in KEPT_TABLES:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
+                rows = max(int(cursor.fetchone()[0]), 0)
+        else:
+            rows = model.objects.count()
+        oldest = model.objects.order_by("id").values_list(written, flat=True).first()
+        kept.append(Kept(table, label, rows, oldest))
+    return kept
+

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from deadletters.models import Alert, AlertMessage, AlertStatus, AuditEntry, DeadLetter
-from deadletters.services.retention import data_prune
+from deadletters.services.retention import data_kept, data_prune
 from reports.models import ReportTask, TaskAttempt, TaskStatus
 from reports.outputs import output_storage, store_output
 from tests.factories import make_dead_letter, make_task
@@ -121,3 +121,19 @@ def test_sent_alerts_and_their_messages_go_and_pending_ones_stay(retention):
     assert (deleted["alerts"], deleted["alert messages"]) == (1, 1)
     assert set(AlertMessage.objects.values_list("id", flat=True)) == {waiting.id, recent.id}
     assert list(Alert.objects.values_list("status", flat=True)) == [AlertStatus.PENDING]
+
+
+def test_the_dashboard_and_metrics_show_each_tables_size_and_oldest_row(retention, admin_client, api_token, client):
+    task = make_task(status=TaskStatus.DONE, finished_at=timezone.now())
+    ReportTask.objects.filter(pk=task.pk).update(created_at=timezone.now() - timedelta(days=12))
+    kept = {k.table: k for k in data_kept()}
+    assert kept["tasks"].oldest.date() == (timezone.now() - timedelta(days=12)).date()
+    assert kept["audit entries"].oldest is None
+
+    page = admin_client.get("/console/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "保留的数据" in page and "审计记录" in page
+
+    metrics = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {api_token}").content.decode()
+    oldest = [line for line in metrics.splitlines() if line.startswith('report_table_oldest_row_timestamp_seconds{table="tasks"}')]
+    assert float(oldest[0].split()[-1]) == pytest.approx(kept["tasks"].oldest.timestamp())
+    assert 'report_table_rows{table="audit entries"} 0.0' in metrics
