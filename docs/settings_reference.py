@@ -41,7 +41,6 @@ NOTES = {
     "ALLOWED_HOSTS": "the host names the site answers to, comma-separated",
     "CSRF_TRUSTED_ORIGINS": "comma-separated `https://` origins allowed to post forms",
     "DATABASE_URL": "any dj-database-url URL; PostgreSQL in production",
-    "DB_CONN_MAX_AGE": "seconds a web process keeps its database connection (0: one per request)",
     "REPORT_MAX_ATTEMPTS": "attempts per submit, and per replay",
     "REPORT_RETRY_BACKOFF": "seconds before attempt 2, 3, 4...; the last step repeats",
     "REPORT_RETRY_JITTER": "up to this fraction of a retry's delay is added at random",
@@ -57,7 +56,6 @@ NOTES = {
     "AWS_S3_REGION_NAME": "the bucket's region; empty: boto3's default",
     "AWS_SECRET_ACCESS_KEY": "the S3 secret; empty: boto3's credential chain",
     "AWS_S3_ADDRESSING_STYLE": "`path` or `virtual`",
-    "TIME_ZONE": "the zone every page shows times in, and the one the console's forms read",
     "LOG_LEVEL": "the application's log level",
     "REPORT_BATCH_MAX_ITEMS": "items per batch submit",
     "DINGTALK_AT_MOBILES": "comma-separated mobiles to @ in each alert (sent as markdown then)",
@@ -83,22 +81,24 @@ NOTES = {
     "AXES_COOLOFF_MINUTES": "how long a login lock lasts after the failure that set it",
     "SESSION_COOKIE_SECURE": "`true` behind HTTPS",
     "CSRF_COOKIE_SECURE": "`true` behind HTTPS (follows `SESSION_COOKIE_SECURE`)",
-    "SECURE_SSL_REDIRECT": "`true`: plain HTTP is redirected to HTTPS (the health probes are not)",
     "SECURE_HSTS_SECONDS": "`31536000` once HTTPS works",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "`true` once every subdomain is HTTPS too",
     "SECURE_HSTS_PRELOAD": "`true` to ask browsers' preload lists",
     "SECURE_PROXY_SSL_HEADER": "the header a TLS-terminating proxy sets: `X-Forwarded-Proto=https`",
     "REDIS_URL": "`redis://`, `rediss://`, `unix://` or `redis+sentinel://`; unset: the embedded server",
     "REDIS_SOCKET_TIMEOUT": "seconds a Redis call may wait for its answer",
-    "REDIS_RETRY_ATTEMPTS": "retries of one Redis call in workers, reaper and sender (10-21 s in all)",
-    "REPORT_WORKER": "`pool` (long-lived work-horses), `fork` (a horse per job) or `simple` (no fork)",
-    "REPORT_HORSE_MAX_TASKS": "a pool horse is replaced after this many attempts",
-    "REPORT_HORSE_MAX_RSS_MB": "a pool horse above this resident size after an attempt is replaced",
+    "REDIS_RETRY_ATTEMPTS": "retries of one Redis call in workers and the housekeeper (10-21 s in all)",
+    "REPORT_HORSE_MAX_TASKS": "a horse is replaced after this many jobs (1: a fork per job)",
+    "REPORT_HORSE_MAX_RSS_MB": "a horse above this resident size after a job is replaced",
     "UP_RESTART_LIMIT": "`up` stops everything when a child exits more than this often within the window",
     "UP_RESTART_WINDOW": "that window, seconds",
     "REPORT_LEASE_SECONDS": "a running attempt not renewed this long is taken back (>= twice the heartbeat)",
     "SESSION_ABSOLUTE_TIMEOUT": "seconds after sign-in when a session ends, whatever the activity",
     "CONSOLE_TRUSTED_PROXY_COUNT": "reverse proxies in front of the site (nginx alone: 1)",
+    "PROBE_FILE": "where a worker or the housekeeper writes its beat for `report-probe` (the image sets it)",
+    "NOTIFY_SOCKET": "set by systemd (`Type=notify` or `WatchdogSec=`): the beat pings its watchdog",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "OpenTelemetry's own variable: traces over OTLP/HTTP to this collector",
+    "OTEL_SERVICE_NAME": "the service name on those traces",
     "REPORT_KIND_PRIORITIES": "`kind=queue` pairs overriding a kind's default queue (`http_export=low`)",
 }
 # "Who sets it" where the rule (production / manage.py up / tuning) says too little.
@@ -107,6 +107,8 @@ WHO = {
     "DEBUG": "developers",
     "REPORT_DB_PREPARED_STATEMENTS": "production behind PgBouncer",
     "DEMO_SETUP": "production (deploy.md: `false`)",
+    "NOTIFY_SOCKET": "systemd",
+    "PROBE_FILE": "the container image",
 }
 
 
@@ -200,8 +202,27 @@ def show_default(call: ast.AST, source: str) -> str:
     return f"`{ast.get_source_segment(source, node)}`"
 
 
-def comment_for(statement: ast.stmt, module: Module) -> str:
-    """The comment block just above a statement (no blank line between), else one on its lines."""
+def innermost(statement: ast.stmt, node: ast.AST) -> ast.stmt:
+    """The smallest statement within `statement` that holds `node`: a read inside a function is
+    described by the comment above its own line, not by the function's."""
+    best = statement
+    for child in ast.walk(statement):
+        if (
+            isinstance(child, ast.stmt)
+            and child.lineno <= node.lineno
+            and child.end_lineno >= node.end_lineno
+            and child.end_lineno - child.lineno <= best.end_lineno - best.lineno
+        ):
+            best = child
+    return best
+
+
+def comment_for(statement: ast.stmt, module: Module, node: ast.AST | None = None) -> str:
+    """The comment block just above the statement that reads `node` (no blank line between), else
+    one at the end of its lines (a compound statement's: up to the read, not its body)."""
+    node = node or statement
+    statement = innermost(statement, node)
+    last = node.end_lineno if hasattr(statement, "body") else statement.end_lineno
     lines, number = [], statement.lineno - 1
     while number in module.comments and number not in module.code_lines:
         lines.insert(0, module.comments[number])
@@ -211,7 +232,7 @@ def comment_for(statement: ast.stmt, module: Module) -> str:
     if not lines:
         lines = [
             module.comments[n]
-            for n in range(statement.lineno, statement.end_lineno + 1)
+            for n in range(statement.lineno, last + 1)
             if n in module.comments and n in module.code_lines
         ]
     return " ".join(" ".join(lines).split())
@@ -253,7 +274,7 @@ def collect() -> list[Setting]:
                 setting = Setting(
                     name,
                     show_default(node, source),
-                    comment_for(statement, module),
+                    comment_for(statement, module, node),
                     f"config/{path.name}",
                     section,
                 )
