@@ -183,6 +183,7 @@ RQ_QUEUES = {
 # heartbeats its lease and records its outcome; a pool of long-lived horses runs the jobs
 # (REPORT_HORSE_MAX_TASKS=1: a fresh horse per job). A worker runs only the job functions the
 # apps declared (transport.registry).
+
 # A worker's horses (jobs at once), and when a horse is replaced by a fresh one.
 REPORT_WORKER_CONCURRENCY = env_int("REPORT_WORKER_CONCURRENCY", os.cpu_count() or 1, minimum=1)
 REPORT_HORSE_MAX_TASKS = env_int("REPORT_HORSE_MAX_TASKS", 1000, minimum=1)
