@@ -92,7 +92,8 @@ def canary_body(bulk: BulkAction) -> dict | None:
     if view is None:
         return None
     return {
-        **{name: view[name] for name in ("size", "success_share", "needed", "replayed", "done", "died_again")},
+        **{name: view[name]
+           for name in ("size", "success_share", "needed", "replayed", "done", "died_again")},
         "unfinished": view["unfinished"],
         "phase": view["phase"],
         "deadline": iso(view["deadline"]),
@@ -112,9 +113,11 @@ def _plan(data: dict, action: str) -> dict:
         if name in data and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ApiError(422, "must be a number", name)
     if "start_at" in data and not (isinstance(data["start_at"], str) and data["start_at"].strip()):
-        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
+        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00",
+                       "start_at")
     if "canary_success" in data and "canary" not in data:
-        raise ApiError(422, "goes with canary (the share of the canary's replays that must succeed)", "canary_success")
+        raise ApiError(422, "goes with canary (the share of the canary's replays that must succeed)",
+                       "canary_success")
     return {
         "canary": validate_canary(data.get("canary"), action=action) or None,
         "canary_success": validate_canary_success(data.get("canary_success")),

@@ -20,7 +20,8 @@ DEAD_LETTER_QUERY = {"kind", "fingerprint", "q", "cursor", "limit"}
 FINGERPRINT_PATTERN = r"^[0-9a-f]{8,40}$"
 LIMIT_PATTERN = r"^[0-9]{1,4}$"
 FINGERPRINT_RE, CURSOR_RE, LIMIT_RE = (
-    re.compile(pattern.removesuffix("$") + r"\Z") for pattern in (FINGERPRINT_PATTERN, CURSOR_PATTERN, LIMIT_PATTERN)
+    re.compile(pattern.removesuffix("$") + r"\Z")
+    for pattern in (FINGERPRINT_PATTERN, CURSOR_PATTERN, LIMIT_PATTERN)
 )
 
 

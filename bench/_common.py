@@ -47,7 +47,8 @@ class Bench:
         self.redis.stop()
         if self.pg_scratch:
             subprocess.run(
-                ["dropdb", "--if-exists", "--force", *pg_args(self.pg_admin_url), self.pg_scratch], check=False
+                ["dropdb", "--if-exists", "--force", *pg_args(self.pg_admin_url), self.pg_scratch],
+                check=False,
             )
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -259,7 +260,8 @@ def insert_dead_letters(count: int, *, task_ids: list[int] | None = None, expire
             created = now - timedelta(seconds=rng.random() * days * 86400)
         expire = now - timedelta(hours=1) if expired else created + timedelta(days=7)
         return (task_ids[i % len(task_ids)], KINDS[i % len(KINDS)], params, error_type,
-                message.format(n=i % 97), trace, 3, fingerprints[i % len(fingerprints)], "open", created, expire, "")
+                message.format(n=i % 97), trace, 3, fingerprints[i % len(fingerprints)], "open", created,
+                expire, "")
 
     start = time.perf_counter()
     batch = 20_000

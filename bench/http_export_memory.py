@@ -112,7 +112,8 @@ def main() -> None:
     ctx = RunContext(task_id=1, public_id="bench", attempt=1, output_dir=out)
     params = kind.validate({"url": url, "format": args.format, "records_path": "data.items"})
     peak, growth = measured(lambda: kind.generate(params, ctx))
-    print(f"http_export {args.format}, {args.mib:g} MiB answer: peak RSS {peak:.1f} MiB, growth {growth:.1f} MiB")
+    print(f"http_export {args.format}, {args.mib:g} MiB answer: peak RSS {peak:.1f} MiB, "
+          f"growth {growth:.1f} MiB")
     os.kill(server_pid, signal.SIGKILL)
     os.waitpid(server_pid, 0)
 

@@ -101,8 +101,9 @@ def run(bench, robot, args) -> None:
 
     worker_class = args.worker_class or settings.RQ["WORKER_CLASS"]
     print(f"bench 4 recovery latency: rounds={args.rounds}, 2 x rqworker ({worker_class}) with "
-          f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, "
-          f"lease {settings.REPORT_LEASE_SECONDS:g} s, housekeeper's reaper every {settings.REAPER_INTERVAL} s, "
+          f"scheduler, job timeout {settings.REPORT_JOB_TIMEOUT} s, "
+          f"heartbeat {settings.REPORT_HEARTBEAT_SECONDS:g} s, lease {settings.REPORT_LEASE_SECONDS:g} s, "
+          f"housekeeper's reaper every {settings.REAPER_INTERVAL} s, "
           f"retry backoff 1 s, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
     workers: dict[str, subprocess.Popen] = {}
@@ -141,8 +142,8 @@ def run(bench, robot, args) -> None:
                     os.kill(child, signal.SIGKILL)
             else:
                 os.kill(worker_pid, signal.SIGKILL)
-            second = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=2).first(), interval=0.005,
-                              what=f"attempt 2 of task {task.pk} (logs in {bench.tmp})")
+            second = wait_for(lambda t=task: TaskAttempt.objects.filter(task=t, number=2).first(),
+                              interval=0.005, what=f"attempt 2 of task {task.pk} (logs in {bench.tmp})")
             first = TaskAttempt.objects.get(task=task, number=1)
             assert first.outcome == AttemptOutcome.ABANDONED, first.outcome
             decided = first.finished_at.timestamp() - killed

@@ -72,24 +72,27 @@ def run(bench, args) -> None:
     kind = get_kind("sales_summary")
     params = kind.validate({"format": "csv"})
     per_round = max(args.n // args.rounds, 1)
-    print(f"report overhead: sales_summary csv over 10,000 orders, {per_round} x {args.rounds} rounds each way, "
-          f"database {connection.vendor}")
+    print(f"report overhead: sales_summary csv over 10,000 orders, {per_round} x {args.rounds} rounds "
+          f"each way, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
-    worker = _common.start_worker(bench, name="overhead", burst=False, worker_class="reports.worker.worker.ReportWorker")
-    wait_until(lambda: redis_connection().sismember("rq:workers", "rq:worker:overhead") or worker.poll() is not None,
-               timeout=60, message="the worker to start")
+    worker = _common.start_worker(bench, name="overhead", burst=False,
+                                  worker_class="reports.worker.worker.ReportWorker")
+    wait_until(lambda: redis_connection().sismember("rq:workers", "rq:worker:overhead")
+               or worker.poll() is not None, timeout=60, message="the worker to start")
 
     def through_pool(count: int) -> tuple[float, float]:
         """Per report: wall (first claim -> last recorded outcome / count) and the worker's CPU."""
         cpu_before = cpu_seconds(worker.pid)
         with transaction.atomic():  # enqueued together at the commit: the worker always has a backlog
-            tasks = [submit_task(kind="sales_summary", params={"format": "csv"}).task.pk for _ in range(count)]
+            tasks = [submit_task(kind="sales_summary", params={"format": "csv"}).task.pk
+                     for _ in range(count)]
         wait_until(lambda: ReportTask.objects.filter(pk__in=tasks, status=TaskStatus.DONE).count() == count
                    or worker.poll() is not None, timeout=600, interval=0.02, message="the round's reports")
         if worker.poll() is not None:
             raise SystemExit(f"the worker exited; logs in {bench.tmp}")
         cpu = cpu_seconds(worker.pid) - cpu_before
-        span = TaskAttempt.objects.filter(task_id__in=tasks).aggregate(a=Min("started_at"), b=Max("finished_at"))
+        span = TaskAttempt.objects.filter(task_id__in=tasks).aggregate(a=Min("started_at"),
+                                                                       b=Max("finished_at"))
         return (span["b"] - span["a"]).total_seconds() / count, cpu / count
 
     def directly(count: int, scratch: Path) -> tuple[float, float]:
@@ -110,16 +113,19 @@ def run(bench, args) -> None:
             direct_wall, direct_cpu = directly(per_round, Path(scratch))
             pool_wall, pool_cpu = through_pool(per_round)
             rounds.append((direct_wall, pool_wall, direct_cpu, pool_cpu))
-            print(f"round {number}: generate() {direct_wall * 1000:6.1f} ms, through the pool {pool_wall * 1000:6.1f} ms"
-                  f" (CPU {direct_cpu * 1000:5.1f} / {pool_cpu * 1000:5.1f} ms); load {os.getloadavg()[0]:.2f}",
-                  flush=True)
-    direct_wall, pool_wall, direct_cpu, pool_cpu = (statistics.median(column) for column in zip(*rounds, strict=True))
+            print(f"round {number}: generate() {direct_wall * 1000:6.1f} ms, "
+                  f"through the pool {pool_wall * 1000:6.1f} ms"
+                  f" (CPU {direct_cpu * 1000:5.1f} / {pool_cpu * 1000:5.1f} ms); "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+    direct_wall, pool_wall, direct_cpu, pool_cpu = (
+        statistics.median(column) for column in zip(*rounds, strict=True))
     print(f"generate() directly: median {direct_wall * 1000:.1f} ms per report")
     print(f"through the pool worker, one at a time: {pool_wall * 1000:.1f} ms per report "
           f"(first claim -> last recorded outcome / n)")
     print(f"overhead per report {max(pool_wall - direct_wall, 0) * 1000:.1f} ms; generate / pipeline "
           f"{direct_wall / pool_wall:.2f}")
-    print(f"CPU per report: generate() {direct_cpu * 1000:.1f} ms, worker and horse {pool_cpu * 1000:.1f} ms: "
+    print(f"CPU per report: generate() {direct_cpu * 1000:.1f} ms, "
+          f"worker and horse {pool_cpu * 1000:.1f} ms: "
           f"{max(pool_cpu - direct_cpu, 0) * 1000:.1f} ms more (/proc counts in clock ticks of "
           f"{1000 / TICKS:.0f} ms: a figure for many reports, not one)")
     print(f"conditions at the end: {_common.conditions()}")

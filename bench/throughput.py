@@ -51,7 +51,8 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--variants", default="ours-1x2,ours-2x1,rq,rq-simple,celery,dramatiq,procrastinate")
-    p.add_argument("--procrastinate-postgres", help="PostgreSQL server URL for Procrastinate when ours runs on SQLite")
+    p.add_argument("--procrastinate-postgres",
+                   help="PostgreSQL server URL for Procrastinate when ours runs on SQLite")
     args = p.parse_args()
     bench = _common.setup(postgres=args.postgres)
     try:
@@ -110,7 +111,8 @@ def run(bench, args) -> None:
         done = ReportTask.objects.filter(pk__gte=first_new, status=TaskStatus.DONE).count()
         if done != n:
             raise SystemExit(f"only {done} of {n} tasks are done; logs in {bench.tmp}")
-        span = TaskAttempt.objects.filter(task_id__gte=first_new).aggregate(a=Min("started_at"), b=Max("finished_at"))
+        span = TaskAttempt.objects.filter(task_id__gte=first_new).aggregate(
+            a=Min("started_at"), b=Max("finished_at"))
         connection.close()
         return n / (span["b"] - span["a"]).total_seconds()
 
@@ -156,7 +158,8 @@ def run(bench, args) -> None:
     for name in ("celery", "dramatiq", "procrastinate"):
         if name in variants:
             rival_python(name)
-    print(f"throughput: n={n} no-op tasks, 2 at a time, our database {connection.vendor}, rounds={args.rounds}")
+    print(f"throughput: n={n} no-op tasks, 2 at a time, our database {connection.vendor}, "
+          f"rounds={args.rounds}")
     print(f"conditions: {_common.conditions()}")
     results: dict[str, list[float]] = {v: [] for v in variants}
     try:
@@ -164,16 +167,18 @@ def run(bench, args) -> None:
             for variant in variants:
                 results[variant].append(runners[variant]())
                 print(f"round {r} {variant:14}: {results[variant][-1]:8.1f} tasks/s", flush=True)
-            print(f"  load average after round {r}: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+            print(f"  load average after round {r}: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+                  flush=True)
     finally:
         if procrastinate_db:
-            subprocess.run(["dropdb", "--if-exists", "--force", *_common.pg_args(pg_server), procrastinate_db],
-                           check=False)
+            subprocess.run(["dropdb", "--if-exists", "--force", *_common.pg_args(pg_server),
+                            procrastinate_db], check=False)
     medians = {v: statistics.median(rows) for v, rows in results.items()}
     for variant, value in medians.items():
         print(f"median {variant:14}: {value:8.1f} tasks/s")
     for side in (v for v in variants if v.startswith("ours")):
-        print(f"{side}: " + ", ".join(f"{medians[side] / medians[o]:.2f} x {o}" for o in variants if not o.startswith("ours")))
+        print(f"{side}: " + ", ".join(f"{medians[side] / medians[o]:.2f} x {o}"
+                                      for o in variants if not o.startswith("ours")))
     print(f"conditions at the end: {_common.conditions()}")
 
 

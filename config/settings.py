@@ -138,7 +138,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
-    if DATABASES["default"]["NAME"] not in ("", ":memory:") and Path(DATABASES["default"]["NAME"]).parent.is_dir():
+    if (DATABASES["default"]["NAME"] not in ("", ":memory:")
+            and Path(DATABASES["default"]["NAME"]).parent.is_dir()):
         private_file(Path(DATABASES["default"]["NAME"]))
     # A file, not :memory:, so worker processes started by the tests see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
@@ -236,7 +237,8 @@ DEMO_SETUP = env_bool("DEMO_SETUP", not env_str("REDIS_URL"))
 # `host:port` entries; an address that is not public (loopback, private, link-local, metadata) is
 # fetched only when the allowlist names that address itself. Empty outside the demo setup.
 _DEMO_SOURCE = "127.0.0.1:8000"
-HTTP_EXPORT_URL = env_str("HTTP_EXPORT_URL", f"http://{_DEMO_SOURCE}/report/demo/orders.json" if DEMO_SETUP else "")
+HTTP_EXPORT_URL = env_str("HTTP_EXPORT_URL",
+                          f"http://{_DEMO_SOURCE}/report/demo/orders.json" if DEMO_SETUP else "")
 HTTP_EXPORT_ALLOWED_HOSTS = env_list("HTTP_EXPORT_ALLOWED_HOSTS", _DEMO_SOURCE if DEMO_SETUP else "")
 # Constants (not read from the environment): seconds to connect and for each read, seconds for the
 # whole fetch, and the largest body fetched.
@@ -253,7 +255,8 @@ RETENTION_DAYS = {"tasks": 30, "alerts": 90, "audit": 400} | env_kind_map("RETEN
 if not set(RETENTION_DAYS) <= {"tasks", "alerts", "audit"}:
     from django.core.exceptions import ImproperlyConfigured
 
-    raise ImproperlyConfigured(f"RETENTION_DAYS names only tasks, alerts and audit, got {sorted(RETENTION_DAYS)}")
+    raise ImproperlyConfigured(
+        f"RETENTION_DAYS names only tasks, alerts and audit, got {sorted(RETENTION_DAYS)}")
 # Replay, archive and discard (one letter, a bulk, the API) refuse to act without a reason.
 DEADLETTER_REQUIRE_REASON = env_bool("DEADLETTER_REQUIRE_REASON", False)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -313,8 +316,9 @@ tracing_init()
 # --- JSON API -----------------------------------------------------------------
 # The largest JSON body of an API request but a batch's (constant, not read from the environment).
 API_MAX_BODY_BYTES = 256 * 1024
-# Tasks each API token (or console user calling the API) may submit (a batch of N counts N): (N, period seconds), or None for "off".
-# A full period's budget may be spent at once; past it, a submit waits (429, Retry-After).
+# Tasks each API token (or console user calling the API) may submit (a batch of N counts N):
+# (N, period seconds), or None for "off". A full period's budget may be spent at once; past it, a
+# submit waits (429, Retry-After).
 API_SUBMIT_RATE = env_rate("API_SUBMIT_RATE", "600/minute")
 # Replays each API token (or console user calling the API) may ask for, the same way: a replay that
 # dies again alerts again, so a client looping replay -> death -> alert is stopped here.

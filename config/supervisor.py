@@ -151,9 +151,8 @@ class Supervisor:
 
     def _stop_all(self) -> None:
         for last in (False, True):
-            self._stop([
-                child.process for child in self.children if child.process is not None and child.stop_last is last
-            ])
+            self._stop([child.process for child in self.children
+                        if child.process is not None and child.stop_last is last])
 
     @staticmethod
     def _stop(running: list[subprocess.Popen]) -> None:

@@ -19,7 +19,8 @@ def _when(value) -> str:
 def letter_conflict(exc) -> str:
     """A DeadLetterConflict: the letter is no longer in a state the action applies to."""
     letter = exc.letter
-    changed_at = {"replayed": letter.replayed_at, "archived": letter.archived_at, "discarded": letter.discarded_at}
+    changed_at = {"replayed": letter.replayed_at, "archived": letter.archived_at,
+                  "discarded": letter.discarded_at}
     when = _when(changed_at.get(letter.status))
     values = {"id": letter.pk, "status": labels.label(letter.status), "when": when, "who": letter.replayed_by}
     if letter.status == "replayed" and letter.replayed_by and when:
@@ -36,7 +37,8 @@ def replay_refusal(exc) -> str:
     task = exc.task
     status = labels.label(task.status)
     if exc.replayed_by or exc.replayed_at:
-        values = {"who": exc.replayed_by or gettext("the system"), "when": _when(exc.replayed_at), "status": status}
+        values = {"who": exc.replayed_by or gettext("the system"), "when": _when(exc.replayed_at),
+                  "status": status}
         if exc.replayed_at:
             return gettext("Already replayed by %(who)s at %(when)s; the task is now %(status)s.") % values
         return gettext("Already replayed by %(who)s; the task is now %(status)s.") % values
@@ -89,9 +91,12 @@ def filter_refusal(exc) -> str:
 def bulk_request_refusal(exc) -> str:
     """An InvalidBulkRequest, without the API's field names."""
     if exc.filter_error is not None:
-        return gettext("%(field)s: %(message)s") % {"field": BULK_FIELDS["filter_qs"], "message": filter_refusal(exc.filter_error)}
+        return gettext("%(field)s: %(message)s") % {
+            "field": BULK_FIELDS["filter_qs"], "message": filter_refusal(exc.filter_error)}
     if exc.field == "action":
         return gettext("the form asked for an action the console does not know")
     if exc.field == "scope":
-        return gettext("the form did not say which dead letters: the selected ones or everything matching the filter")
-    return gettext("%(field)s: %(message)s") % {"field": BULK_FIELDS.get(exc.field, exc.field), "message": exc.message}
+        return gettext(
+            "the form did not say which dead letters: the selected ones or everything matching the filter")
+    return gettext("%(field)s: %(message)s") % {
+        "field": BULK_FIELDS.get(exc.field, exc.field), "message": exc.message}

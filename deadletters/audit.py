@@ -68,7 +68,8 @@ def client_ip(request) -> str | None:
     web server itself could write it."""
     candidate = _address(request.META.get("REMOTE_ADDR"))
     proxies = settings.CONSOLE_TRUSTED_PROXY_COUNT
-    if proxies and candidate is not None and any(candidate in net for net in settings.CONSOLE_TRUSTED_PROXIES):
+    if proxies and candidate is not None and any(candidate in net
+                                                 for net in settings.CONSOLE_TRUSTED_PROXIES):
         hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
         if len(hops) >= proxies:
             candidate = _address(hops[-proxies])

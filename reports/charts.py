@@ -153,7 +153,8 @@ EVERY_KIND = None  # the key of the figures of every kind together
 ByKind = dict[str | None, list[HourFigures]]
 
 
-def finished_attempts_by_hour(*, hours: int = 24, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE) -> ByKind:
+def finished_attempts_by_hour(*, hours: int = 24, now: datetime | None = None,
+                              sample: int = PERCENTILE_SAMPLE) -> ByKind:
     """{None: every kind together, kind: that kind}, each every hour of the window oldest first
     (empty hours with count 0 and no percentiles); a kind without attempts in the window is absent."""
     start, end = hour_window(hours=hours, now=now)
@@ -175,7 +176,8 @@ def finished_attempts_by_hour(*, hours: int = 24, now: datetime | None = None, s
     return {kind: _every_hour(figures, start, hours) for kind, figures in found.items()}
 
 
-def queue_wait_by_hour(*, hours: int = 24, now: datetime | None = None, sample: int = PERCENTILE_SAMPLE) -> ByKind:
+def queue_wait_by_hour(*, hours: int = 24, now: datetime | None = None,
+                       sample: int = PERCENTILE_SAMPLE) -> ByKind:
     """As finished_attempts_by_hour, of the first attempts that started in each hour and their wait."""
     start, end = hour_window(hours=hours, now=now)
     rows = _fetch(*queue_wait_statement(start=start, end=end, sample=sample))
@@ -239,7 +241,8 @@ def _db_time(value: datetime):
 
 # PostgreSQL, for these statements only: JIT compilation costs more (~0.5 s) than a day of attempts
 # takes to read; parallel workers only fight the web process for a core; a day's values sort in memory.
-_PG_SETTINGS = ("SET LOCAL jit = off", "SET LOCAL max_parallel_workers_per_gather = 0", "SET LOCAL work_mem = '32MB'")
+_PG_SETTINGS = ("SET LOCAL jit = off", "SET LOCAL max_parallel_workers_per_gather = 0",
+                "SET LOCAL work_mem = '32MB'")
 
 
 def _fetch(sql: str, params: list) -> list[tuple]:

@@ -72,7 +72,8 @@ def escape_controls(text: str) -> str:
     source or a client sent, so it cannot forge a line of its own or reorder what an operator reads."""
     if text.isprintable():
         return text
-    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+                   for char in text)
 
 
 def error_type_name(exc: BaseException) -> str:

@@ -65,7 +65,8 @@ TASK_ID_PREFIX_RE = re.compile(r"^[0-9a-f]{4,32}$")
 
 
 def tasks_matching(
-    *, status: str = "", kind: str = "", batch_public_id=None, id_prefix: str = "", client: str = "", params_text: str = ""
+    *, status: str = "", kind: str = "", batch_public_id=None, id_prefix: str = "", client: str = "",
+    params_text: str = "",
 ):
     """Report tasks filtered by status, kind, batch, the start of their id (hex digits, dashes
     ignored: a range of the public_id index), the client (its token's name or who submitted) and

@@ -1,6 +1,7 @@
 """Local servers that behave like each alert channel's service, written from its documentation,
 independently of the production code: they check the request format and signature, keep the
-documented rate limits and answer the documented errors. Clocks are injectable (tests/dingtalk_fake.FakeClock).
+documented rate limits and answer the documented errors. Clocks are injectable
+(tests/dingtalk_fake.FakeClock).
 
 FakeFeishu   /open-apis/bot/v2/hook/<id>; signed body (timestamp in seconds within an hour, sign =
              base64 HMAC-SHA256 keyed by "timestamp\\nsecret" over nothing); 19021 bad sign, 19024

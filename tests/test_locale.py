@@ -39,7 +39,8 @@ def test_every_translation_keeps_the_placeholders_and_markup_of_its_msgid(po):
     problems = []
     for entry in po:
         for text in _translations(entry):
-            if _names(text) != _names(entry.msgid) | (_names(entry.msgid_plural) if entry.msgid_plural else set()):
+            expected = _names(entry.msgid) | (_names(entry.msgid_plural) if entry.msgid_plural else set())
+            if _names(text) != expected:
                 problems.append((entry.msgid, text))
             if sorted(re.findall(r"</?\w+", text)) != sorted(re.findall(r"</?\w+", entry.msgid)):
                 problems.append((entry.msgid, text))

@@ -144,7 +144,8 @@ def operator_paths() -> dict:
         invalid="Invalid `reason`, `params` or `start_at` (`field` names it); `params` with `start_at`.",
     )
     replay["post"]["responses"]["202"] = {
-        "description": "Scheduled: `scheduled` is the bulk run that replays it at `start_at` (poll `Location`).",
+        "description":
+            "Scheduled: `scheduled` is the bulk run that replays it at `start_at` (poll `Location`).",
         "headers": {
             "Location": {"description": "The scheduled run's status resource.", "schema": {"type": "string"}}
         },

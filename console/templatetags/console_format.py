@@ -60,7 +60,8 @@ def worker(stored) -> str:
     found = _HORSE.match(stored or "")
     if not found:
         return stored or ""
-    return f"{found['name']} pid {found['pid']} · " + gettext("worker process %(pid)s") % {"pid": found["child"]}
+    return (f"{found['name']} pid {found['pid']} · "
+            + gettext("worker process %(pid)s") % {"pid": found["child"]})
 
 
 @register.filter
@@ -97,7 +98,8 @@ def pause_reason(stored) -> str:
 
 @register.filter
 def task_error(stored) -> str:
-    """A task's or an attempt's stored error: an operator's stop in the page's language, any other as it is."""
+    """A task's or an attempt's stored error: an operator's stop in the page's language, any other as
+    it is."""
     return stopped_words(str(stored or ""))
 
 

@@ -63,7 +63,8 @@ def actor(request) -> str:
 
 def render_conflict(request, *, title: str, message: str, status: int = 409, **context):
     """The page that says why an action did nothing (409: someone got there first; 400: bad input)."""
-    return render(request, "console/conflict.html", {"title": title, "message": message, **context}, status=status)
+    return render(request, "console/conflict.html", {"title": title, "message": message, **context},
+                  status=status)
 
 
 def batch_label(public_id) -> str:

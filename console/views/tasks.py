@@ -78,15 +78,15 @@ def task_list(request):
             notices.append(_("%(value)r is not a batch id: filter ignored.") % {"value": batch_raw[:50]})
     task_id = param(request, "id", 36)
     if task_id and not TASK_ID_PREFIX_RE.match(task_id.replace("-", "").lower()):
-        notices.append(
-            _("%(value)r is not the start of a task id (4+ hex digits): filter ignored.") % {"value": task_id[:36]}
-        )
+        notices.append(_("%(value)r is not the start of a task id (4+ hex digits): filter ignored.")
+                       % {"value": task_id[:36]})
         task_id = ""
     client, params_text = param(request, "client", 150), param(request, "params", 200)
     cursor = parse_cursor(request, notices)
     # The list shows the head of each dead or retrying task's last error (the full text is on its page).
     qs = tasks_matching(
-        status=status, kind=kind, batch_public_id=batch, id_prefix=task_id, client=client, params_text=params_text
+        status=status, kind=kind, batch_public_id=batch, id_prefix=task_id, client=client,
+        params_text=params_text,
     ).annotate(error_head=Substr("last_error", 1, 300))
     page = keyset_page(qs, cursor=cursor, size=settings.CONSOLE_PAGE_SIZE)
     params = {

@@ -65,7 +65,8 @@ class CauseOutcome:
         return self.replayed - self.done - self.died_again
 
 
-def replay_outcome_by_cause(bulk: BulkAction, *, limit: int = OUTCOME_CAUSES_MAX) -> tuple[list[CauseOutcome], bool]:
+def replay_outcome_by_cause(bulk: BulkAction, *,
+                            limit: int = OUTCOME_CAUSES_MAX) -> tuple[list[CauseOutcome], bool]:
     """replay_outcome per cause of the letters this bulk replayed, biggest first, in one grouped
     query; at most `limit` causes, and whether there were more. A task counts once per cause,
     with its state now, as replay_outcome counts it."""
@@ -99,7 +100,8 @@ def pause_if_replays_die_again(bulk: BulkAction) -> bool:
     if outcome.finished < settings.BULK_REPLAY_PAUSE_MIN_SAMPLE or outcome.ratio <= bulk.pause_threshold:
         return False
     reason = paused_automatically(
-        died_again=outcome.died_again, finished=outcome.finished, ratio=outcome.ratio, threshold=bulk.pause_threshold
+        died_again=outcome.died_again, finished=outcome.finished, ratio=outcome.ratio,
+        threshold=bulk.pause_threshold,
     )
     with transaction.atomic():
         paused = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING).update(

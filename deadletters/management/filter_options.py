@@ -36,4 +36,5 @@ def filters_from_options(options: dict) -> DeadLetterFilters:
         return parse_dead_letter_filters({name: value for name, value in given.items() if value})
     except InvalidFilter as exc:
         option = "--" + exc.param.replace("_", "-")
-        raise CommandError(_("%(option)s: %(message)s") % {"option": option, "message": exc.message}) from None
+        raise CommandError(
+            _("%(option)s: %(message)s") % {"option": option, "message": exc.message}) from None

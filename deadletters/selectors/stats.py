@@ -75,7 +75,8 @@ def deaths_per_hour_by_kind(*, hours: int, now: datetime | None = None) -> dict[
 def _created_between(start: datetime, end: datetime):
     # Every status named: the (status, created_at) index is then four range scans of the window,
     # not a walk through the whole index filtering on its second column.
-    return DeadLetter.objects.filter(created_at__gte=start, created_at__lt=end, status__in=DeadLetterStatus.values)
+    return DeadLetter.objects.filter(created_at__gte=start, created_at__lt=end,
+                                     status__in=DeadLetterStatus.values)
 
 
 def _hour_window(hours: int, now: datetime | None) -> tuple[datetime, datetime]:

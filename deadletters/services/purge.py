@@ -144,7 +144,8 @@ def purge_batch_statement(*, cutoff: datetime, after: tuple | None, batch_size: 
         pairs = [f"'{c}', {value(c)}" for c in COLUMNS] + ["'task_public_id', t.public_id"]
         sql = (
             f"DELETE FROM {letters} d USING {tasks} t WHERE t.{qn('id')} = d.{qn('task_id')} "
-            f"AND d.{qn('id')} = ANY(ARRAY(SELECT {qn('id')} FROM {letters} WHERE {due('')} FOR UPDATE SKIP LOCKED)) "
+            f"AND d.{qn('id')} = ANY(ARRAY(SELECT {qn('id')} FROM {letters} WHERE {due('')} "
+            "FOR UPDATE SKIP LOCKED)) "
             f"RETURNING d.{qn('archived_at')}, d.{qn('id')}, json_build_object({', '.join(pairs)})::text"
         )
         return sql, params
@@ -231,7 +232,8 @@ def _cut_parts(run: str, committed: int) -> int:
         names = []
     numbers = sorted(int(name[5:11]) for name in names if name.startswith("part-"))
     if len([n for n in numbers if n <= committed]) < committed:
-        logger.error("purge run %s has fewer parts than its ledger says (%s < %s)", run, len(numbers), committed)
+        logger.error("purge run %s has fewer parts than its ledger says (%s < %s)", run, len(numbers),
+                     committed)
     cut = [n for n in numbers if n > committed]
     for number in cut:
         storage.delete(part_name(run, number))
@@ -309,7 +311,8 @@ def purge_archived_dead_letters(
             if deleted:
                 details["parts"] += 1
                 details["sha256"].append(digest)  # the ledger's copy: a restore checks each part against it
-                AuditEntry.objects.filter(pk=ledger.pk).update(item_count=F("item_count") + deleted, details=details)
+                AuditEntry.objects.filter(pk=ledger.pk).update(item_count=F("item_count") + deleted,
+                                                               details=details)
         if not deleted:
             break
         result.count += deleted
@@ -370,6 +373,7 @@ def read_purge_file(run: str) -> list[dict]:
     _, names = storage.listdir(run)
     rows = []
     for name in sorted(names):
-        with storage.open(f"{run}/{name}", "rb") as stored, gzip.open(stored, "rt", encoding="utf-8") as handle:
+        with (storage.open(f"{run}/{name}", "rb") as stored,
+              gzip.open(stored, "rt", encoding="utf-8") as handle):
             rows += [json.loads(line) for line in handle]
     return rows

@@ -45,7 +45,8 @@ from reports.models import Priority, ReportTask, TaskStatus
 
 ACTION = "restore_purge"
 LOOKUP_CHUNK = 500
-_STRINGS = {"kind": 64, "error_type": 200, "fingerprint": 40, "replayed_by": 150, "error_message": None, "traceback": None}
+_STRINGS = {"kind": 64, "error_type": 200, "fingerprint": 40, "replayed_by": 150, "error_message": None,
+            "traceback": None}
 _REQUIRED_TIMES = {"created_at", "expire_at", "archived_at"}
 UNCHECKED_RATIO, UNCHECKED_FLOOR = 100, 64 * 1024 * 1024  # a part without a sha256: its text at most
 
@@ -100,7 +101,8 @@ def purge_ledger(run: str) -> AuditEntry:
     entry = entries[0]
     if "parts" not in entry.details:
         raise RestoreError(
-            f"purge run {run!r} was written by an earlier release as one file; only runs of parts can be restored"
+            f"purge run {run!r} was written by an earlier release as one file; "
+            "only runs of parts can be restored"
         )
     return entry
 
@@ -112,7 +114,8 @@ def restore_purge(
     restored at all; a bad part is in `result.bad_parts` and the other parts are restored."""
     ledger = purge_ledger(run)
     checksums = ledger.details.get("sha256") or []
-    result = RestoreResult(run=run, dry_run=dry_run, parts=int(ledger.details["parts"]), checksums=bool(checksums))
+    result = RestoreResult(run=run, dry_run=dry_run, parts=int(ledger.details["parts"]),
+                           checksums=bool(checksums))
     if not dry_run:
         result.audit_id = record_audit(
             action=ACTION, actor=actor, source="cli", item_count=0, details=_audit_details(result, ledger)
@@ -235,11 +238,13 @@ def parse_line(line: str, *, where: str) -> dict:
     for column, limit in _STRINGS.items():
         value = row[column]
         if not isinstance(value, str) or "\x00" in value or (limit and len(value) > limit):
-            raise BadPart(f"{where}: {column} must be text{f' of at most {limit} characters' if limit else ''}")
+            raise BadPart(
+                f"{where}: {column} must be text{f' of at most {limit} characters' if limit else ''}")
     if not isinstance(row["params"], dict):
         raise BadPart(f"{where}: params must be a JSON object")
     if row["status"] != DeadLetterStatus.ARCHIVED:
-        raise BadPart(f"{where}: status is {str(row['status'])[:20]!r}; a purge exports archived letters only")
+        raise BadPart(
+            f"{where}: status is {str(row['status'])[:20]!r}; a purge exports archived letters only")
     for column in TIME_COLUMNS:
         row[column] = _time(row[column], required=column in _REQUIRED_TIMES, where=f"{where}: {column}")
     try:
@@ -275,7 +280,8 @@ def _triage(letters: list[dict], report: PartReport) -> list[dict]:
     """The letters to write: not present by their id; present ones and conflicts are counted."""
     found = {}
     for ids in _chunks([letter["id"] for letter in letters]):
-        for row in DeadLetter.objects.filter(pk__in=ids).values("id", "fingerprint", "created_at", "task__public_id"):
+        for row in DeadLetter.objects.filter(pk__in=ids).values("id", "fingerprint", "created_at",
+                                                                 "task__public_id"):
             found[row["id"]] = row
     fresh = []
     for letter in letters:
@@ -328,7 +334,8 @@ def _load_part(letters: list[dict], report: PartReport) -> None:
             DeadLetter(
                 id=letter["id"],
                 task_id=task_ids[letter["task_public_id"]],
-                **{column: letter[column] for column in COLUMNS if column not in ("id", "task_id", "archived_at")},
+                **{column: letter[column]
+                   for column in COLUMNS if column not in ("id", "task_id", "archived_at")},
                 archived_at=now,
             )
             for letter in fresh
@@ -357,7 +364,8 @@ def _make_tasks(missing: dict[uuid.UUID, dict], letters: list[dict]) -> dict[uui
             public_id=public_id,
             kind=letter["kind"],
             params=letter["params"],
-            priority=settings.REPORT_KIND_PRIORITIES.get(letter["kind"], kind.default_priority if kind else Priority.DEFAULT),
+            priority=settings.REPORT_KIND_PRIORITIES.get(
+                letter["kind"], kind.default_priority if kind else Priority.DEFAULT),
             status=TaskStatus.DEAD,
             attempt=letter["attempts"],
             max_attempts=max(letter["attempts"], 1),

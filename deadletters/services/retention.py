@@ -82,9 +82,8 @@ def data_prune(
 def _tasks_prune(cutoff, result: PruneResult, batch_size: int, progress) -> None:
     after = 0
     while True:
-        batch = list(
-            _expired_tasks(cutoff).filter(id__gt=after).order_by("id").values_list("id", "public_id")[:batch_size]
-        )
+        batch = list(_expired_tasks(cutoff).filter(id__gt=after).order_by("id")
+                     .values_list("id", "public_id")[:batch_size])
         if not batch:
             return
         first, last = batch[0][0], batch[-1][0]
@@ -122,7 +121,8 @@ def _rows_prune(what: str, expired, result: PruneResult, batch_size: int, progre
         ids = list(expired.order_by("id").values_list("id", flat=True)[:batch_size])
         if not ids:
             return
-        result.add(what, _delete_where(expired.model, "id", expired.model.objects.filter(id__in=ids).values("id")))
+        result.add(what, _delete_where(expired.model, "id",
+                                       expired.model.objects.filter(id__in=ids).values("id")))
         if progress:
             progress(what, result.deleted[what])
 

@@ -132,7 +132,8 @@ def submit_batch(
     try:
         with transaction.atomic():
             batch = ReportBatch.objects.create(
-                name=name, idempotency_key=key, submitted_by=submitted_by[:150], total=len(cleaned), owner=owner
+                name=name, idempotency_key=key, submitted_by=submitted_by[:150], total=len(cleaned),
+                owner=owner,
             )
             _insert_tasks(batch, cleaned, submitted_by=submitted_by[:150])
             # robust: a Redis outage at commit is logged; the reaper enqueues the tasks later.
@@ -193,7 +194,8 @@ def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, s
                 select_params.append(shared[f.attname])
         sql = (
             f"INSERT INTO {table} ({columns}) SELECT {', '.join(select)} "
-            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS u(public_id, kind, params, priority)"
+            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) "
+            "AS u(public_id, kind, params, priority)"
         )
         with connection.cursor() as cursor:
             for start in range(0, len(cleaned), BULK_SIZE * 5):

@@ -80,7 +80,8 @@ class HandedOver:
 
     @classmethod
     def of(cls, task: ReportTask, meta: dict | None = None) -> "HandedOver":
-        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id), (meta or {}).get("trace"))
+        return cls(task.pk, task.attempt, task.kind, task.params, str(task.public_id),
+                   (meta or {}).get("trace"))
 
 
 def run_report_task(task_id=None, attempt=None, *args, **kwargs) -> str:

@@ -29,10 +29,10 @@ def node_tool(name: str) -> str:
         if not (BIN / name).exists():
             npm = shutil.which("npm")
             if npm is None:
-                pytest.fail("npm is not installed: the OpenAPI linters (package.json) need Node.js and npm", pytrace=False)
-            result = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund"], cwd=BASE_DIR, capture_output=True, text=True, timeout=600
-            )
+                pytest.fail("npm is not installed: the OpenAPI linters (package.json) need Node.js and npm",
+                            pytrace=False)
+            result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=BASE_DIR, capture_output=True,
+                                    text=True, timeout=600)
             assert result.returncode == 0, f"npm ci failed:\n{result.stderr[-3000:]}"
     return str(BIN / name)
 
@@ -69,5 +69,6 @@ def test_spectral_oas_finds_nothing(served_document, tmp_path):
     assert output.exists(), result.stdout[-2000:] + result.stderr[-2000:]
     findings = json.loads(output.read_text())
     print(f"spectral: {len(findings)} findings")
-    assert findings == [], "\n".join(f"{f['code']} {'.'.join(map(str, f['path']))}: {f['message']}" for f in findings)
+    assert findings == [], "\n".join(f"{f['code']} {'.'.join(map(str, f['path']))}: {f['message']}"
+                                     for f in findings)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -109,12 +109,14 @@ def test_a_local_sentry_endpoint_receives_the_failing_attempts_event_with_its_id
 
 def test_no_sentry_event_without_a_dsn():
     done = run_python(
-        "from config.observability import error_capture\nprint(error_capture(RuntimeError('x')))\n", SENTRY_DSN="")
+        "from config.observability import error_capture\nprint(error_capture(RuntimeError('x')))\n",
+        SENTRY_DSN="")
     assert done.stdout.strip() == "None"
 
 
 def test_a_local_otlp_collector_receives_one_trace_from_submit_to_attempt(receiver):
-    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+                "OTEL_BSP_SCHEDULE_DELAY": "100"}
     submit = run_python(
         "import json\n"
         "from config.observability import span, trace_carrier, tracing_flush\n"

@@ -51,7 +51,8 @@ def test_passwords_are_masked():
 def test_django_rq_gets_the_sentinel_form_it_documents():
     queue = redis_client.rq_queue_connection("redis+sentinel://:pw@h1:1,h2:2/mymaster/3", socket_timeout=7)
     assert queue["SENTINELS"] == [("h1", 1), ("h2", 2)]
-    assert (queue["MASTER_NAME"], queue["DB"], queue["PASSWORD"], queue["SOCKET_TIMEOUT"]) == ("mymaster", 3, "pw", 7)
+    assert (queue["MASTER_NAME"], queue["DB"], queue["PASSWORD"], queue["SOCKET_TIMEOUT"]) == (
+        "mymaster", 3, "pw", 7)
     assert redis_client.rq_queue_connection("redis://h:6379/0", socket_timeout=7) == {"URL": "redis://h:6379/0"}
 
 

@@ -42,7 +42,8 @@ def test_the_browser_language_decides_when_nobody_chose(client, operator):
 
 
 def test_the_switch_works_signed_out_and_returns_to_the_page(client):
-    response = client.post("/console/language/", {"language": "zh-hans", "next": "/console/login/?next=/console/"})
+    response = client.post("/console/language/",
+                           {"language": "zh-hans", "next": "/console/login/?next=/console/"})
     assert response.status_code == 302 and response["Location"] == "/console/login/?next=/console/"
     assert response.cookies["django_language"].value == "zh-hans"
     page = client.get("/console/login/", HTTP_ACCEPT_LANGUAGE="en")

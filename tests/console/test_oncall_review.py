@@ -29,7 +29,8 @@ ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-hans"}
 
 @pytest.fixture
 def operator(django_user_model):
-    user = django_user_model.objects.create_user("olga", "olga@example.invalid", "pw-123456789", is_staff=True)
+    user = django_user_model.objects.create_user("olga", "olga@example.invalid", "pw-123456789",
+                                                 is_staff=True)
     user.groups.add(operators_group())
     client = Client()
     client.force_login(user)
@@ -37,7 +38,8 @@ def operator(django_user_model):
 
 
 def _client_with(django_user_model, name: str, *codenames: str) -> Client:
-    user = django_user_model.objects.create_user(name, f"{name}@example.invalid", "pw-123456789", is_staff=True)
+    user = django_user_model.objects.create_user(name, f"{name}@example.invalid", "pw-123456789",
+                                                 is_staff=True)
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client = Client()
     client.force_login(user)
@@ -90,7 +92,8 @@ def test_chinese_pages_say_worker_process_and_translate_what_the_system_stored(o
         record_audit(action=action, actor="olga", task=stopped)
     record_audit(
         action="bulk_canary_failed", source="system",
-        reason="Canary failed: 3 of 3 replayed tasks died again (app.Boom x3), 0 done; at least 2 (60%) had to succeed.",
+        reason="Canary failed: 3 of 3 replayed tasks died again (app.Boom x3), 0 done; "
+        "at least 2 (60%) had to succeed.",
         details={"verdict": "failed", "replayed": 3, "done": 0, "died_again": 3, "unfinished": 0, "needed": 2,
                  "causes": [{"error_type": "app.Boom", "count": 3}]},
     )
@@ -137,7 +140,8 @@ def test_a_view_only_user_is_offered_only_the_sections_it_may_open(django_user_m
 
 def test_phone_cards_label_their_numbers_and_times_say_soon_or_just_now(operator):
     now = timezone.now()
-    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=20), last_error="x")
+    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=20),
+              last_error="x")
     make_task(status=TaskStatus.DONE, attempt=1, finished_at=now)
     letter = _cause(1)[0]
 
@@ -188,7 +192,8 @@ def test_a_cause_is_named_by_its_error_and_found_by_its_id(operator):
 
     operator.post(
         reverse("console:bulk-start"),
-        {"action": "archive", "scope": "filter", "filter_qs": f"fingerprint={fingerprint}", "request_token": "t1"},
+        {"action": "archive", "scope": "filter", "filter_qs": f"fingerprint={fingerprint}",
+         "request_token": "t1"},
     )
     bulk = BulkAction.objects.get()
     detail = _seen(operator.get(reverse("console:bulk-detail", args=[bulk.public_id])))
@@ -233,7 +238,8 @@ def test_params_are_edited_as_the_kinds_fields_with_json_as_the_fallback(operato
     assert "Default: false." in page and "Allowed: 0 to 600." in page
     assert 'name="params"' in page and "Edit as JSON instead" in page
 
-    refused = operator.post(url, {"mode": "fields", "param-sleep_seconds": "700", "param-fail_permanently": "false"})
+    refused = operator.post(url, {"mode": "fields", "param-sleep_seconds": "700",
+                                  "param-fail_permanently": "false"})
     assert refused.status_code == 400 and ReportTask.objects.get(pk=task.pk).status == TaskStatus.DEAD
     assert 'value="700"' in refused.content.decode()
 

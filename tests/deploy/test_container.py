@@ -42,9 +42,11 @@ services:
         && if [ ! -s $$D/PG_VERSION ]; then
         runuser -u postgres -- {PG}/initdb -D $$D -U report --auth=trust >/dev/null
         && echo 'host all all 0.0.0.0/0 trust' >> $$D/pg_hba.conf
-        && echo 'CREATE DATABASE report' | runuser -u postgres -- {PG}/postgres --single -D $$D postgres >/dev/null;
+        && echo 'CREATE DATABASE report' | runuser -u postgres --
+        {PG}/postgres --single -D $$D postgres >/dev/null;
         fi
-        && exec runuser -u postgres -- {PG}/postgres -D $$D -c listen_addresses=* -c unix_socket_directories=/tmp
+        && exec runuser -u postgres -- {PG}/postgres -D $$D -c listen_addresses=*
+        -c unix_socket_directories=/tmp
   redis:
     image: localhost/report-services:test
 """

@@ -94,8 +94,8 @@ def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
         created=busy,
         attempts=[{"number": 1, "started": busy + timedelta(seconds=90), "run": 600.0}],
     )
-    add_task(kind="probe", created=window["start"] - timedelta(hours=3),
-             attempts=[{"number": 1, "started": window["start"] - timedelta(hours=2), "run": 7.0}])  # fmt: skip
+    add_task(kind="probe", created=window["start"] - timedelta(hours=3), attempts=[
+        {"number": 1, "started": window["start"] - timedelta(hours=2), "run": 7.0}])  # fmt: skip
 
     every_finished = charts.finished_attempts_by_hour(now=window["now"])
     every_waited = charts.queue_wait_by_hour(now=window["now"])
@@ -122,9 +122,11 @@ def test_finished_attempts_and_waits_per_hour_equal_the_rows(window):
     assert every_kind[20].count == 12 and every_kind[20].completions == 10
     assert every_kind[20].p95 == pytest.approx(exact([*probe_runs, 600.0], 0.95))
     assert every_kind[18].count == 1 and sum(h.count for h in every_kind) == 13
-    assert every_finished["sales_summary"][20].p50 == 600.0 and every_finished["sales_summary"][20].count == 1
+    assert (every_finished["sales_summary"][20].p50 == 600.0
+            and every_finished["sales_summary"][20].count == 1)
     assert every_waited[charts.EVERY_KIND][20].count == 12
-    assert every_waited[charts.EVERY_KIND][20].p95 == pytest.approx(exact([*probe_waits, 90.0], 0.95), abs=1e-3)
+    assert every_waited[charts.EVERY_KIND][20].p95 == pytest.approx(exact([*probe_waits, 90.0], 0.95),
+                                                                    abs=1e-3)
     assert set(every_finished) == set(every_waited) == {None, "probe", "sales_summary"}
 
 
@@ -226,7 +228,8 @@ def test_the_chart_statements_read_the_day_by_index_and_tasks_by_primary_key(sta
 
     shown = explain(*statement(start=start, end=end, sample=charts.PERCENTILE_SAMPLE))
 
-    index = "attempt_finished_at" if statement is charts.finished_attempts_statement else "attempt_first_started"
+    index = ("attempt_finished_at" if statement is charts.finished_attempts_statement
+             else "attempt_first_started")
     if connection.vendor == "postgresql":
         scans = [node for node in shown.split('"Node Type": ')[1:] if node.startswith('"Seq Scan"')]
         assert not [scan for scan in scans if '"Relation Name": "reports_reporttask"' in scan], shown

@@ -38,14 +38,13 @@ class SentinelCluster:
     def _server_args(self, name: str, port: int) -> list[str]:
         directory = self.workdir / name
         directory.mkdir(exist_ok=True)
-        return ["--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(directory)]
+        return ["--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                "--dir", str(directory)]
 
     def start(self) -> "SentinelCluster":
         self._spawn("master", self._server_args("master", self.master_port))
-        self._spawn(
-            "replica",
-            self._server_args("replica", self.replica_port) + ["--replicaof", "127.0.0.1", str(self.master_port)],
-        )
+        self._spawn("replica", self._server_args("replica", self.replica_port)
+                    + ["--replicaof", "127.0.0.1", str(self.master_port)])
         for number, port in enumerate(self.sentinel_ports, 1):
             conf = self.workdir / f"sentinel-{number}.conf"  # a sentinel rewrites its file: one each
             conf.write_text(

@@ -26,7 +26,8 @@ def test_groups_table_fits_a_laptop_screen(_playwright_browser, live_server, ope
         widths = page.evaluate(
             """() => {
                 const table = document.querySelector('table.groups');
-                return {page: document.documentElement.scrollWidth, table: table.getBoundingClientRect().right,
+                return {page: document.documentElement.scrollWidth,
+                        table: table.getBoundingClientRect().right,
                         holder: table.parentElement.getBoundingClientRect().right,
                         holderScroll: table.parentElement.scrollWidth - table.parentElement.clientWidth};
             }"""

@@ -71,7 +71,8 @@ def test_a_worker_fetches_an_allowed_source_and_cannot_tell_closed_ports_from_op
     ]
     ids = [export.pk, *(task.pk for task in probes)]
     wait_until(
-        lambda: ReportTask.objects.filter(pk__in=ids, status__in=(TaskStatus.DONE, TaskStatus.DEAD)).count() == 3,
+        lambda: ReportTask.objects.filter(
+            pk__in=ids, status__in=(TaskStatus.DONE, TaskStatus.DEAD)).count() == 3,
         message="the three exports to finish",
     )
 

@@ -16,7 +16,8 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_claim_stuck_behind_a_lock_gives_up_loudly_and_the_task_runs_later(start_worker, settings, redis_conn):
+def test_a_claim_stuck_behind_a_lock_gives_up_loudly_and_the_task_runs_later(
+        start_worker, settings, redis_conn):
     settings.REPORT_REENQUEUE_AFTER = 0
     task = submit_task(kind="probe", params={}).task
     holding, release = threading.Event(), threading.Event()

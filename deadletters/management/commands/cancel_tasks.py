@@ -40,4 +40,5 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(_("%(id)s: cancelled") % {"id": raw})
         if refused:
-            raise CommandError(_("%(refused)d of %(n)d tasks not cancelled") % {"refused": refused, "n": len(task_ids)})
+            raise CommandError(_("%(refused)d of %(n)d tasks not cancelled")
+                               % {"refused": refused, "n": len(task_ids)})

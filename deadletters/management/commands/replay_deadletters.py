@@ -69,7 +69,8 @@ class Command(BaseCommand):
             "--at",
             default=None,
             metavar="TIME",
-            help="start at TIME, ISO 8601 with its UTC offset (2026-11-25T02:00+08:00); cancellable until then",
+            help="start at TIME, ISO 8601 with its UTC offset (2026-11-25T02:00+08:00); "
+            "cancellable until then",
         )
         parser.add_argument(
             "--dry-run", action="store_true", help="count what would be replayed; change nothing"
@@ -77,7 +78,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-wait", action="store_true", help="start a filtered replay and return")
         add_filter_options(parser)
 
-    def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, dry_run, no_wait, verbosity, **options):
+    def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, dry_run, no_wait, verbosity,
+               **options):
         try:
             plan = {
                 "canary": validate_canary(canary, action="replay") or None,
@@ -158,7 +160,8 @@ class Command(BaseCommand):
             return build_selection(action="replay", scope=SCOPE_SELECTED, ids=ids)
         filters = filters_from_options(options)
         if not filters.is_narrowed:
-            raise CommandError(_("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
+            raise CommandError(
+                _("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
         return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
 
     def _replay_ids(self, ids, *, reason, actor, dry_run) -> None:
@@ -174,12 +177,15 @@ class Command(BaseCommand):
                 self.stdout.write(_("dead letter %(id)s replayed") % {"id": letter_id})
             except DeadLetterNotFound:
                 failed += 1
-                self.stderr.write(_("dead letter %(id)s not replayed: there is no such dead letter") % {"id": letter_id})
+                self.stderr.write(
+                    _("dead letter %(id)s not replayed: there is no such dead letter") % {"id": letter_id})
             except (TaskNotReplayable, ReasonRequired) as exc:
                 failed += 1
-                self.stderr.write(_("dead letter %(id)s not replayed: %(why)s") % {"id": letter_id, "why": exc})
+                self.stderr.write(
+                    _("dead letter %(id)s not replayed: %(why)s") % {"id": letter_id, "why": exc})
         if failed:
-            raise CommandError(_("%(failed)d of %(n)d dead letters not replayed") % {"failed": failed, "n": len(ids)})
+            raise CommandError(
+                _("%(failed)d of %(n)d dead letters not replayed") % {"failed": failed, "n": len(ids)})
 
     def _follow(self, bulk_id: int, verbosity: int) -> None:
         """Print progress until the bulk ends (and, while it waits on its canary, what the canary's
@@ -202,7 +208,8 @@ class Command(BaseCommand):
                 or _("see the console")
             )
             raise CommandError(
-                _("the bulk replay ended %(status)s: %(why)s") % {"status": status_word(bulk.status), "why": why}
+                _("the bulk replay ended %(status)s: %(why)s")
+                % {"status": status_word(bulk.status), "why": why}
             )
 
 

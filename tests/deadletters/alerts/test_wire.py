@@ -1,7 +1,7 @@
-"""Every channel's wire format (DingTalk's in test_sender): the documented request format and signature, each service's
-errors and rate limits, and the outbox guarantees per channel (one down holds up no other; never
-lost, never duplicated in effect). Real HTTP to local fakes (tests/channel_fakes.py), real SMTP,
-real Redis."""
+"""Every channel's wire format (DingTalk's in test_sender): the documented request format and
+signature, each service's errors and rate limits, and the outbox guarantees per channel (one down
+holds up no other; never lost, never duplicated in effect). Real HTTP to local fakes
+(tests/channel_fakes.py), real SMTP, real Redis."""
 
 import email.header
 import logging

@@ -65,7 +65,8 @@ def test_the_run_stops_after_its_canary_and_waits_without_holding_a_worker(db):
 def test_enough_done_passes_and_the_run_carries_on_by_itself(db, django_capture_on_commit_callbacks):
     bulk, made = waiting_canary(10, k=5, share=0.8)
     tasks = canary_tasks(bulk)
-    ReportTask.objects.filter(pk__in=[t.pk for t in tasks[:4]]).update(status=TaskStatus.DONE)  # 4 of 5 is 80%
+    # 4 of 5 is 80%
+    ReportTask.objects.filter(pk__in=[t.pk for t in tasks[:4]]).update(status=TaskStatus.DONE)
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert decide_canaries() == [(bulk.pk, "passed")]
@@ -141,7 +142,8 @@ def test_cancel_while_it_waits_ends_it_and_no_verdict_follows(db):
 def test_a_selection_that_runs_out_early_makes_a_smaller_canary(db):
     made = letters(4)
     bulk = start("replay", canary=4, canary_success=0.5)
-    DeadLetter.objects.filter(pk=made[0].pk).update(status=DeadLetterStatus.REPLAYED)  # someone else was first
+    # someone else was first
+    DeadLetter.objects.filter(pk=made[0].pk).update(status=DeadLetterStatus.REPLAYED)
 
     assert run(bulk) == BulkActionStatus.CANARY
     bulk.refresh_from_db()
@@ -202,7 +204,8 @@ def test_with_the_upstream_still_broken_the_run_stops_after_its_canary_and_says_
     result = final.canary_result
     assert result["replayed"] == 5 and result["done"] == 0 and result["died_again"] >= 2
     assert result["causes"][0]["error_type"] == "reports.errors.TransientError"
-    assert result["reason"].startswith(f"Canary failed: {result['died_again']} of 5 replayed tasks died again")
+    assert result["reason"].startswith(
+        f"Canary failed: {result['died_again']} of 5 replayed tasks died again")
     # The other 15 were never replayed.
     assert DeadLetter.objects.filter(pk__in=[x.pk for x in made], status=DeadLetterStatus.OPEN).count() == 15
     assert AuditEntry.objects.filter(action="bulk_canary_failed").count() == 1
@@ -227,9 +230,8 @@ def test_with_the_upstream_fixed_the_run_passes_its_canary_and_completes_by_itse
     assert (final.processed, final.succeeded, final.canary_phase) == (20, 20, "passed")
     assert final.canary_result["done"] >= 4 and final.canary_result["died_again"] == 0
     assert not DeadLetter.objects.filter(pk__in=[x.pk for x in made], status=DeadLetterStatus.OPEN).exists()
-    actions = list(
-        AuditEntry.objects.filter(action__startswith="bulk_canary").order_by("created_at").values_list("action", flat=True)
-    )
+    actions = list(AuditEntry.objects.filter(action__startswith="bulk_canary").order_by("created_at")
+                   .values_list("action", flat=True))
     assert actions == ["bulk_canary_wait", "bulk_canary_passed"]
     wait_until(
         lambda: ReportTask.objects.filter(status=TaskStatus.DONE).count() == 20,

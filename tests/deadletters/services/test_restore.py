@@ -260,10 +260,12 @@ def test_the_help_explains_what_it_does(capsys):
 
 
 GOOD = (
-    '{"archived_at": "2026-10-01T00:00:00.000000+00:00", "attempts": 3, "created_at": "2026-09-20T00:00:00.000001+00:00", '
-    '"discarded_at": null, "error_message": "boom", "error_type": "E", "expire_at": "2026-09-27T00:00:00.000000+00:00", '
+    '{"archived_at": "2026-10-01T00:00:00.000000+00:00", "attempts": 3, '
+    '"created_at": "2026-09-20T00:00:00.000001+00:00", "discarded_at": null, "error_message": "boom", '
+    '"error_type": "E", "expire_at": "2026-09-27T00:00:00.000000+00:00", '
     '"fingerprint": "f", "id": 7, "kind": "probe", "params": {}, "replayed_at": null, "replayed_by": "", '
-    '"status": "archived", "task_id": 3, "task_public_id": "6f1c6a3e-0b4e-4a37-9d61-0e6f4ad3c1b2", "traceback": ""}'
+    '"status": "archived", "task_id": 3, "task_public_id": "6f1c6a3e-0b4e-4a37-9d61-0e6f4ad3c1b2", '
+    '"traceback": ""}'
 )
 
 

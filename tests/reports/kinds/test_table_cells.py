@@ -77,7 +77,8 @@ def test_xlsx_money_is_a_number_with_two_decimals_and_huge_integers_are_text(tmp
 def test_the_sales_summary_xlsx_shows_revenue_with_two_decimals(tmp_path, db):
     call_command("seed_demo_data", rows=200, verbosity=0)
     params = SalesSummary().validate({"format": "xlsx"})
-    path = SalesSummary().generate(params, RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path))
+    path = SalesSummary().generate(params,
+                                   RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path))
     sheet = load_workbook(path).active
     assert [cell.value for cell in sheet[1]] == ["region", "orders", "units", "revenue"]
     revenue = [cell for cell in sheet["D"][1:]]

@@ -26,7 +26,8 @@ def run_twice() -> list[int]:
     ids = []
     for _ in range(2):
         task = submit_task(kind="probe", params={"write_output": False}).task
-        assert claim_task(task_id=task.pk, attempt=1, worker="w", lease_seconds=12).status == TaskStatus.RUNNING
+        claimed = claim_task(task_id=task.pk, attempt=1, worker="w", lease_seconds=12)
+        assert claimed.status == TaskStatus.RUNNING
         assert complete_task(task_id=task.pk, attempt=1, output_file="", started_at=task.created_at)
         ids.append(task.pk)
     return ids
@@ -99,9 +100,8 @@ def test_the_hot_statements_find_their_rows_by_key_on_a_table_never_analysed():
         ReportTask(kind="probe", max_attempts=3, timeout_seconds=60, status=status, attempt=attempt)
         for status, attempt in [(TaskStatus.PENDING, 0), (TaskStatus.RUNNING, 1), (TaskStatus.DONE, 1)] * 700
     )
-    TaskAttempt.objects.bulk_create(
-        TaskAttempt(task=task, number=1, worker="w", started_at=timezone.now()) for task in tasks if task.attempt
-    )
+    TaskAttempt.objects.bulk_create(TaskAttempt(task=task, number=1, worker="w", started_at=timezone.now())
+                                    for task in tasks if task.attempt)
     task = tasks[0]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

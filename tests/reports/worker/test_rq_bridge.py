@@ -61,7 +61,8 @@ def test_the_dequeue_takes_the_slot_its_job_names_and_the_claim_is_one_statement
     assert redis_calls(redis_conn) == calls + 1  # INFO itself: the claim waited for no Redis call
     statements = [query["sql"].split()[0] for query in queries]
     # PostgreSQL: the UPDATE and the attempt row in one statement, outside any transaction.
-    assert statements == (["WITH"] if connection.vendor == "postgresql" else ["BEGIN", "UPDATE", "INSERT", "COMMIT"])
+    assert statements == (["WITH"] if connection.vendor == "postgresql"
+                          else ["BEGIN", "UPDATE", "INSERT", "COMMIT"])
     assert set(concurrency.holders("probe")) == {f"{task.pk}:1"}
 
 
@@ -116,7 +117,8 @@ def test_a_retry_holding_its_slot_evicts_the_stale_slot_of_its_earlier_attempt(c
     task = submit_task(kind="probe", params={}).task
     redis_conn.delete("rq:queue:default")
     ReportTask.objects.filter(pk=task.pk).update(status=TaskStatus.RETRYING, attempt=1)
-    assert concurrency.acquire(kind="probe", task_id=task.pk, attempt=1, lease_seconds=600)  # a killed worker's
+    # a killed worker's
+    assert concurrency.acquire(kind="probe", task_id=task.pk, attempt=1, lease_seconds=600)
     enqueue_attempt(task_id=task.pk, attempt=2, priority="default", timeout=30, kind="probe")
 
     job, queue = dequeue(worker)
@@ -157,7 +159,8 @@ def test_the_dequeue_sends_its_script_by_digest_and_again_whole_to_a_redis_that_
     assert stats["cmdstat_eval"]["calls"] == 2
 
 
-def test_rqs_bookkeeping_frees_the_slot_wakes_its_waiter_and_goes_past_a_failing_command(capped, worker, redis_conn):
+def test_rqs_bookkeeping_frees_the_slot_wakes_its_waiter_and_goes_past_a_failing_command(
+        capped, worker, redis_conn):
     """RQ's start and end of the jobs go as one script that also releases the slots not released
     yet: like a pipeline, a command that fails (here the worker's key is no hash) stops neither the
     others nor the wake-up of the slot's waiter, and the error is raised after."""
@@ -186,7 +189,8 @@ def test_rqs_bookkeeping_frees_the_slot_wakes_its_waiter_and_goes_past_a_failing
     assert redis_conn.lrange("rq:queue:default", 0, -1) == [f"report-{waiting.pk}-1".encode()]
 
 
-def test_a_worker_with_idle_horses_takes_a_job_for_each_in_one_round_trip_in_the_queues_order(capped, worker, redis_conn):
+def test_a_worker_with_idle_horses_takes_a_job_for_each_in_one_round_trip_in_the_queues_order(
+        capped, worker, redis_conn):
     capped.REPORT_KIND_CONCURRENCY = {"probe": 2}
     tasks = [submit_task(kind="probe", params={"write_output": False}).task for _ in range(3)]
     redis_conn.script_load(rq_bridge._POP)
