@@ -87,7 +87,8 @@ class PipelineCollector:
         waiting = task_metrics.oldest_waiting_seconds()
         yield _gauge(
             "queue_oldest_waiting_seconds",
-            "Per queue: how long its longest-waiting claimable task (pending, or retrying and due) has waited.",
+            "Per queue: how long its longest-waiting claimable task (pending, or retrying and due) "
+            "has waited.",
             ("queue",),
             [((queue,), waiting.get(queue, 0.0)) for queue in settings.REPORT_QUEUES],
         )

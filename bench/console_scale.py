@@ -79,8 +79,8 @@ def run(args) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX IF EXISTS dl_error_message_trgm")
-        baseline = measure(client, "baseline: q=host-42 without the trigram", "/console/dead-letters/?q=host-42",
-                           max(5, args.repeat // 3))
+        baseline = measure(client, "baseline: q=host-42 without the trigram",
+                           "/console/dead-letters/?q=host-42", max(5, args.repeat // 3))
         print(f"text search p95 {search:.1f} ms: target <= 100 ms: {'MEETS' if search <= 100 else 'MISSES'}; "
               f"without the trigram {percentile(baseline, 0.95):.1f} ms "
               f"(x{percentile(baseline, 0.95) / search:.0f})", flush=True)
@@ -100,8 +100,8 @@ def trends_cost(repeat: int) -> None:
                           ("groups with trends", fingerprint_groups_with_trends)):
         times = _common.timed(f"selector: {label}", lambda select=select: select(filters), repeat)
         timings[label] = statistics.median(times)
-    print(f"trends add {timings['groups with trends'] - timings['groups alone']:.1f} ms to the groups' queries "
-          f"(x{timings['groups with trends'] / timings['groups alone']:.2f})", flush=True)
+    print(f"trends add {timings['groups with trends'] - timings['groups alone']:.1f} ms to the groups' "
+          f"queries (x{timings['groups with trends'] / timings['groups alone']:.2f})", flush=True)
 
 
 if __name__ == "__main__":

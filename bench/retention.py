@@ -39,8 +39,9 @@ def run(args) -> None:
     connection.close()
     elapsed, rss, out = _common.manage("prune_data", "--verbosity", "0")
     left = ReportTask.objects.count()
-    print(f"prune {count} done tasks (manage.py prune_data): {elapsed:.1f} s = {count / elapsed:.0f} tasks/s, "
-          f"peak RSS {rss:.0f} MiB, {left} tasks left (expected {kept}); it said: {' / '.join(out.split())}")
+    print(f"prune {count} done tasks (manage.py prune_data): {elapsed:.1f} s = "
+          f"{count / elapsed:.0f} tasks/s, peak RSS {rss:.0f} MiB, {left} tasks left (expected {kept}); "
+          f"it said: {' / '.join(out.split())}")
     verdict = "met" if elapsed <= TARGET_SECONDS and left == kept else "NOT met"
     print(f"  target <= {TARGET_SECONDS} s at 1,000,000 with flat memory: {verdict}")
 

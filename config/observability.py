@@ -21,7 +21,8 @@ _tracer = None
 @contextmanager
 def log_context(**ids):
     """Bind these ids (None values left out) to every log line, error and span inside the block."""
-    token = _ids.set({**(_ids.get() or {}), **{name: value for name, value in ids.items() if value is not None}})
+    given = {name: value for name, value in ids.items() if value is not None}
+    token = _ids.set({**(_ids.get() or {}), **given})
     try:
         yield
     finally:
@@ -93,7 +94,8 @@ def tracing_init() -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "report-console")}))
+    service = os.environ.get("OTEL_SERVICE_NAME", "report-console")
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _tracer = trace.get_tracer("report-console")
@@ -128,7 +130,9 @@ def span(name: str, *, carrier: dict | None = None, **attributes):
     with _tracer.start_as_current_span(name, context=context) as current:
         for key, value in {**(_ids.get() or {}), **attributes}.items():
             if value is not None:
-                current.set_attribute(f"report.{key}", value if isinstance(value, int | float | bool) else str(value))
+                current.set_attribute(
+                    f"report.{key}", value if isinstance(value, int | float | bool) else str(value)
+                )
         yield current
 
 

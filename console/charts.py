@@ -45,7 +45,8 @@ def day_figures(*, now: datetime | None = None) -> dict:
 def charts_of(day: dict, kind: str | None) -> dict:
     """One scope's charts (geometry, summaries, the hour-by-hour rows) from the day's figures."""
     starts = [timezone.localtime(start) for start in day["starts"]]
-    empty = [report_charts.HourFigures(start=s, count=0, measured=0, sampled=0, p50=None, p95=None) for s in day["starts"]]
+    empty = [report_charts.HourFigures(start=s, count=0, measured=0, sampled=0, p50=None, p95=None)
+             for s in day["starts"]]
     finished = day["finished"].get(kind) or empty
     waits = day["waits"].get(kind) or empty
     deaths = day["deaths"].get(kind) or [0] * HOURS

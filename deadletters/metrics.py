@@ -33,7 +33,8 @@ class OutboxState:
 def open_letters(*, top_causes: int) -> OpenLetters:
     """Open letters by kind, and by cause for the `top_causes` largest causes (the rest summed as
     "other", so the label's values stay bounded however many causes there are)."""
-    rows = OpenLetterCount.objects.filter(count__gt=0).values_list("kind", "fingerprint", "error_type", "count")
+    rows = OpenLetterCount.objects.filter(count__gt=0).values_list(
+        "kind", "fingerprint", "error_type", "count")
     by_kind: dict[str, int] = {}
     by_fingerprint: dict[str, int] = {}
     error_types: dict[str, str] = {}

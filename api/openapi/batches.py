@@ -56,8 +56,8 @@ def batch_paths() -> dict:
                 "tags": ["batches"],
                 "summary": "Submit many report tasks at once (all or nothing)",
                 "description": "Token scope `submit` (an item of the probe kind also needs `operator`); "
-                "sessions: `reports.add_reporttask` (probe items also `reports.submit_operator_kinds`). The batch "
-                "and its tasks belong to the token; a batch of N counts N "
+                "sessions: `reports.add_reporttask` (probe items also `reports.submit_operator_kinds`). "
+                "The batch and its tasks belong to the token; a batch of N counts N "
                 "against its submit budget. Idempotency keys are the token's own.",
                 **needs_scope("submit"),
                 "parameters": [
@@ -106,10 +106,12 @@ def batch_paths() -> dict:
                     "415": error,
                     "429": TOO_MANY,
                     "422": {
-                        "description": "Invalid items (all or nothing); `errors` lists each bad item by index. "
-                        "A `url` the pattern allows is refused only as for a single submit (a host name "
-                        "that resolves to an address that is not public).",
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}},
+                        "description": "Invalid items (all or nothing); `errors` lists each bad item by "
+                        "index. A `url` the pattern allows is refused only as for a single submit (a host "
+                        "name that resolves to an address that is not public).",
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/BatchInvalid"}}
+                        },
                     },
                 },
             }

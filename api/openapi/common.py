@@ -31,7 +31,9 @@ TOO_MANY = {
     "or per console user; a batch of N counts N) is spent. Nothing was written; retry after `Retry-After` "
     "seconds.",
     "headers": {
-        "Retry-After": {"description": "Seconds until the budget admits a submit again.", "schema": {"type": "integer"}}
+        "Retry-After": {
+            "description": "Seconds until the budget admits a submit again.", "schema": {"type": "integer"}
+        }
     },
     "content": {"application/json": {"schema": _ERROR_REF}},
 }
@@ -39,7 +41,9 @@ REPLAY_TOO_MANY = {
     "description": "The client's replay budget (API_REPLAY_RATE, 60 replays an hour by default, per token or "
     "per console user) is spent. Nothing was replayed; retry after `Retry-After` seconds.",
     "headers": {
-        "Retry-After": {"description": "Seconds until the budget admits a replay again.", "schema": {"type": "integer"}}
+        "Retry-After": {
+            "description": "Seconds until the budget admits a replay again.", "schema": {"type": "integer"}
+        }
     },
     "content": {"application/json": {"schema": _ERROR_REF}},
 }

@@ -39,7 +39,9 @@ def components(*, public: bool = False) -> dict:
                             "type": "object",
                             "required": ["field", "error"],
                             "additionalProperties": False,
-                            "properties": {"field": {"type": ["string", "null"]}, "error": {"type": "string"}},
+                            "properties": {
+                                "field": {"type": ["string", "null"]}, "error": {"type": "string"}
+                            },
                         },
                     },
                 },

@@ -60,7 +60,8 @@ def _bulk_request(request):
     if request.method == "GET":
         filters = request.GET.copy()
         filters.pop("action", None)
-        data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER, "filter_qs": filters.urlencode()}
+        data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER,
+                "filter_qs": filters.urlencode()}
     action = data.get("action", "")
     if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
         raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
@@ -82,7 +83,9 @@ def _scope_wording(selection) -> dict:
     if selection.filters is None:
         return {"statuses": _or(eligible), "eligible": _or(eligible), "conditions": [], "listed_status": ""}
     listed = selection.filters.status
-    statuses = eligible if listed == "all" else [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed]
+    statuses = eligible if listed == "all" else [
+        labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed
+    ]
     conditions = [f"{label} {value}" for _name, label, value in filter_values(selection.filters)]
     return {
         "statuses": _or(statuses),
@@ -185,7 +188,8 @@ def bulk_start(request):
         errors = {"reason": _("a reason is required: say why")}
         return _render_preview(request, selection, filter_qs, errors=errors, status=400)
     except InvalidBulkRequest as exc:  # a canary larger than the selection, a time that has passed
-        return _render_preview(request, selection, filter_qs, errors={exc.field: field_message(exc)}, status=400)
+        return _render_preview(request, selection, filter_qs, errors={exc.field: field_message(exc)},
+                               status=400)
     if created and bulk.status == BulkActionStatus.SCHEDULED:
         messages.success(
             request,
@@ -238,7 +242,8 @@ def bulk_list(request):
     return render(
         request,
         "console/bulk_list.html",
-        {"page": page, "state": state, "scheduled_count": scheduled, "zone_offset": zone_context()["zone_offset"]},
+        {"page": page, "state": state, "scheduled_count": scheduled,
+         "zone_offset": zone_context()["zone_offset"]},
     )
 
 
@@ -248,7 +253,9 @@ def _bulk_context(bulk: BulkAction) -> dict:
     finished = bulk.status in FINISHED_STATUSES
     outcome = replay_outcome(bulk) if bulk.action == BulkActionKind.REPLAY else None
     settled = outcome is None or outcome.finished >= outcome.replayed
-    by_cause, by_cause_limited = replay_outcome_by_cause(bulk) if outcome and outcome.replayed else ([], False)
+    by_cause, by_cause_limited = (
+        replay_outcome_by_cause(bulk) if outcome and outcome.replayed else ([], False)
+    )
     return {
         "bulk": bulk,
         "finished": finished,
@@ -283,7 +290,8 @@ def bulk_detail(request, public_id):
         try:
             context["scope"] = _scope_wording(selection_of(bulk))
         except InvalidFilter:  # written by an older version: shown as stored
-            context["scope"] = {"conditions": [f"{k}={v}" for k, v in (bulk.filters.get("filter") or {}).items()]}
+            stored = bulk.filters.get("filter") or {}
+            context["scope"] = {"conditions": [f"{k}={v}" for k, v in stored.items()]}
     return render(request, "console/bulk_detail.html", context)
 
 

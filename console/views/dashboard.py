@@ -112,4 +112,5 @@ def dashboard(request):
     context = _dashboard_context()
     if wants_partial(request):
         return render(request, "console/_dashboard_stats.html", context)
-    return render(request, "console/dashboard.html", {**context, **dashboard_charts_context(chart_kind(request))})
+    return render(request, "console/dashboard.html",
+                  {**context, **dashboard_charts_context(chart_kind(request))})

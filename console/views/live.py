@@ -29,11 +29,11 @@ LIVE_ROWS = 200
 
 
 def _running_rows() -> list[dict]:
-    tasks = list(ReportTask.objects.filter(status=TaskStatus.RUNNING).order_by("started_at", "pk")[:LIVE_ROWS])
+    running = ReportTask.objects.filter(status=TaskStatus.RUNNING).order_by("started_at", "pk")
+    tasks = list(running[:LIVE_ROWS])
     workers = dict(
-        TaskAttempt.objects.filter(task_id__in=[t.pk for t in tasks], outcome=AttemptOutcome.RUNNING).values_list(
-            "task_id", "worker"
-        )
+        TaskAttempt.objects.filter(task_id__in=[t.pk for t in tasks], outcome=AttemptOutcome.RUNNING)
+        .values_list("task_id", "worker")
     )
     now = timezone.now()
     return [
@@ -93,7 +93,8 @@ def _control(request, public_id: uuid.UUID, verb: str, act):
         done = act(task, reason=reason, actor=actor(request), source="console", ip_address=client_ip(request))
     except TaskNotControllable as exc:
         return render_conflict(request, title=_NOT_DONE[verb], message=str(exc), task=exc.task)
-    messages.success(request, _DONE[verb] % {"id": str(task.public_id)[:8], "status": label(done.task.status)})
+    messages.success(request,
+                     _DONE[verb] % {"id": str(task.public_id)[:8], "status": label(done.task.status)})
     return _back(request, task)
 
 
@@ -106,7 +107,8 @@ def cancel(request, public_id: uuid.UUID):
 @require_POST
 @console_view(CONTROL_PERMISSION)
 def retry_now(request, public_id: uuid.UUID):
-    return _control(request, public_id, "retried now", lambda task, **who: task_retry_now(task_id=task.pk, **who))
+    return _control(request, public_id, "retried now",
+                    lambda task, **who: task_retry_now(task_id=task.pk, **who))
 
 
 @require_POST

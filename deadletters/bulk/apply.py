@@ -7,10 +7,10 @@ all or nothing. Per batch:
 - replay: the batch's still-replayable letters name their tasks; one conditional UPDATE ...
   RETURNING puts the tasks that are still dead back to pending (reports.services.requeue_dead_tasks,
   rows locked in id order); one UPDATE marks those tasks' replayable letters replayed by the bulk's
-  actor; one INSERT writes an audit entry per replayed task (from three arrays on PostgreSQL); one pipelined enqueue per queue
-  runs after commit. As replay_dead_letter does one letter at a time, a task is replayed once
-  however many of its letters the batch holds (the lowest id acts, the others are skipped), and
-  every replayable letter of a replayed task is marked, in the selection or not.
+  actor; one INSERT writes an audit entry per replayed task (from three arrays on PostgreSQL); one
+  pipelined enqueue per queue runs after commit. As replay_dead_letter does one letter at a time, a
+  task is replayed once however many of its letters the batch holds (the lowest id acts, the others
+  are skipped), and every replayable letter of a replayed task is marked, in the selection or not.
 - archive, discard, restore: one locking SELECT of the letters still in a from-state (id order),
   one UPDATE of exactly those, one bulk INSERT of their audit entries.
 

@@ -17,8 +17,8 @@ _AUTOMATIC = (
 )
 _BY_RE = re.compile(r"^Paused by (?P<actor>.*)\.$", re.DOTALL)
 _AUTOMATIC_RE = re.compile(
-    r"^Paused automatically: (?P<died_again>\d+) of (?P<finished>\d+) replayed tasks that finished died again "
-    r"\((?P<ratio>\d+)%, threshold (?P<threshold>\d+)%\)\. Fix the cause, then resume, or cancel\.$"
+    r"^Paused automatically: (?P<died_again>\d+) of (?P<finished>\d+) replayed tasks that finished died "
+    r"again \((?P<ratio>\d+)%, threshold (?P<threshold>\d+)%\)\. Fix the cause, then resume, or cancel\.$"
 )
 
 
@@ -37,8 +37,8 @@ def pause_reason_words(stored: str) -> str:
     if found:
         return (
             _(
-                "Paused automatically: %(died_again)s of %(finished)s replayed tasks that finished died again "
-                "(%(ratio)s%%, threshold %(threshold)s%%). Fix the cause, then resume, or cancel."
+                "Paused automatically: %(died_again)s of %(finished)s replayed tasks that finished died "
+                "again (%(ratio)s%%, threshold %(threshold)s%%). Fix the cause, then resume, or cancel."
             )
             % found.groupdict()
         )

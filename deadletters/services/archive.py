@@ -219,7 +219,8 @@ def archive_batch_statement(
     qn = connection.ops.quote_name
     adapt = connection.ops.adapt_datetimefield_value
     sql = walk_batch_sql(
-        action_sql=f"UPDATE {qn(DeadLetter._meta.db_table)} SET {qn('status')} = %s, {qn('archived_at')} = %s",
+        action_sql=f"UPDATE {qn(DeadLetter._meta.db_table)} SET {qn('status')} = %s, "
+        f"{qn('archived_at')} = %s",
         basis=basis,
         keyset=after is not None,
         batch_size=batch_size,

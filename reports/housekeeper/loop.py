@@ -7,8 +7,9 @@ An outage of the database or Redis stops no housekeeper. When a duty fails and a
 not answer, the first to notice says so once, puts every duty on hold and asks again
 (config.health's probe, waiting as config.backoff says between tries) until both answer; then it
 says so and every duty carries on, those that failed at once. Its readiness probe
-(`report-probe ready`, config/probe.py) fails meanwhile while its liveness holds. A duty that fails while both answer (a bug, a lock timeout) is logged with its
-traceback once per streak and tried again with backoff; the others go on.
+(`report-probe ready`, config/probe.py) fails meanwhile while its liveness holds. A duty that fails
+while both answer (a bug, a lock timeout) is logged with its traceback once per streak and tried
+again with backoff; the others go on.
 
 Each duty's thread holds its own database connection (closed after each run unless
 DB_CONN_MAX_AGE keeps it).

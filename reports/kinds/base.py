@@ -78,7 +78,8 @@ class Param:
         value = params[self.name]
         if self.choices:
             if value not in self.choices:
-                raise InvalidParams(self.name, _("must be one of %(choices)s") % {"choices": ", ".join(self.choices)})
+                raise InvalidParams(self.name,
+                                    _("must be one of %(choices)s") % {"choices": ", ".join(self.choices)})
             return value
         return getattr(self, f"_clean_{self.type}")(value)
 
@@ -121,7 +122,8 @@ class Param:
         if not low <= value <= high:
             raise InvalidParams(
                 self.name,
-                _("must be between %(minimum)s and %(maximum)s") % {"minimum": _num(self.minimum), "maximum": _num(self.maximum)},
+                _("must be between %(minimum)s and %(maximum)s")
+                % {"minimum": _num(self.minimum), "maximum": _num(self.maximum)},
             )
         return value
 
@@ -281,13 +283,15 @@ def write_table(
     return path
 
 
-def _write_xlsx(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]], *, money: list[bool]) -> None:
+def _write_xlsx(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                money: list[bool]) -> None:
     workbook = Workbook(write_only=True)
     sheet = workbook.create_sheet("report")
     try:
         sheet.append([xlsx_cell(sheet, name) for name in header])
         for row in rows:
-            sheet.append([xlsx_cell(sheet, value, money=i < len(money) and money[i]) for i, value in enumerate(row)])
+            sheet.append([xlsx_cell(sheet, value, money=i < len(money) and money[i])
+                          for i, value in enumerate(row)])
     except IllegalCharacterError as exc:
         # XLSX cannot hold most control characters; no retry changes the data.
         raise PermanentError(f"XLSX cannot store a cell: {escape_controls(str(exc))[:300]}") from None

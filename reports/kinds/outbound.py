@@ -62,7 +62,8 @@ class SourceUnreachable(TransientError):
 
     def __init__(self, *, dns: bool = False):
         super().__init__(
-            "could not get an HTTP answer from the source" + (" (DNS: the name does not resolve)" if dns else "")
+            "could not get an HTTP answer from the source"
+            + (" (DNS: the name does not resolve)" if dns else "")
         )
 
 
@@ -143,7 +144,8 @@ def parse_target(url: str) -> Target:
         path=path,
     )
     theirs = parse_url(target.url)
-    read_as = (theirs.scheme, (theirs.host or "").strip("[]").lower(), theirs.port or DEFAULT_PORTS[target.scheme])
+    read_as = (theirs.scheme, (theirs.host or "").strip("[]").lower(),
+               theirs.port or DEFAULT_PORTS[target.scheme])
     if read_as != (target.scheme, target.host, target.port):
         raise UrlRefused(_("is read differently by the HTTP client; write it plainly"))
     return target
@@ -167,7 +169,8 @@ def allowlist(entries: Iterable[str]) -> frozenset[tuple[str, int | None]]:
 
 
 def _listed(host: str, target: Target, pairs: frozenset[tuple[str, int | None]]) -> bool:
-    return (host, target.port) in pairs or (target.port == DEFAULT_PORTS[target.scheme] and (host, None) in pairs)
+    return (host, target.port) in pairs or (
+        target.port == DEFAULT_PORTS[target.scheme] and (host, None) in pairs)
 
 
 def _address(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -226,7 +229,8 @@ def check_url(
             if not must_resolve:
                 return CheckedUrl(target, ())
             logger.warning(
-                "http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__, escape_controls(str(exc))
+                "http_export: %s did not resolve (%s: %s)", target.origin, type(exc).__name__,
+                escape_controls(str(exc)),
             )
             raise SourceUnreachable(dns=True) from None
     if not addresses and must_resolve:
@@ -342,7 +346,8 @@ def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: in
 
 def _check_status(status: int) -> None:
     if 300 <= status < 400:
-        raise PermanentError(f"the source answered with a redirect (HTTP {status}); redirects are not followed")
+        raise PermanentError(
+            f"the source answered with a redirect (HTTP {status}); redirects are not followed")
     if status == 429 or status >= 500:
         raise TransientError(f"the source answered HTTP {status}")
     if status >= 400:
@@ -352,7 +357,8 @@ def _check_status(status: int) -> None:
 def _read_body(
     response: http.client.HTTPResponse, watchdog: _Watchdog, *, deadline: float, max_bytes: int
 ) -> bytearray:
-    too_large = PermanentError(f"the source's answer is larger than HTTP_EXPORT_MAX_BYTES ({max_bytes} bytes)")
+    too_large = PermanentError(
+        f"the source's answer is larger than HTTP_EXPORT_MAX_BYTES ({max_bytes} bytes)")
     late = TransientError(f"the source's answer took longer than HTTP_EXPORT_DEADLINE ({deadline:g} s)")
     declared = response.getheader("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
@@ -366,7 +372,8 @@ def _read_body(
     except (OSError, http.client.HTTPException) as exc:
         if watchdog.fired.is_set():
             raise late from None
-        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__, escape_controls(str(exc)))
+        logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__,
+                       escape_controls(str(exc)))
         raise TransientError("the source's answer was cut off") from None
     if watchdog.fired.is_set():
         raise late

@@ -16,7 +16,8 @@ class Probe(ReportKind):
     operator_only = True
 
     params = (
-        Param("sleep_seconds", "number", default=0, minimum=0, maximum=600, description=gettext_noop("seconds to sleep first")),
+        Param("sleep_seconds", "number", default=0, minimum=0, maximum=600,
+              description=gettext_noop("seconds to sleep first")),
         Param(
             "fail_attempts",
             "integer",
@@ -25,8 +26,10 @@ class Probe(ReportKind):
             maximum=1000,
             description=gettext_noop("fail (transiently) while the attempt number is at most this"),
         ),
-        Param("fail_permanently", "boolean", default=False, description=gettext_noop("die at once, no retry")),
-        Param("write_output", "boolean", default=True, description=gettext_noop("write a one-line CSV when it succeeds")),
+        Param("fail_permanently", "boolean", default=False,
+              description=gettext_noop("die at once, no retry")),
+        Param("write_output", "boolean", default=True,
+              description=gettext_noop("write a one-line CSV when it succeeds")),
     )
 
     def writes_file(self, params):

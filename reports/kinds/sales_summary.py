@@ -19,8 +19,10 @@ class SalesSummary(ReportKind):
     name = "sales_summary"
     title = gettext_noop("Sales summary")
     params = (
-        Param("format", "string", default="csv", choices=("csv", "xlsx"), description=gettext_noop("file format")),
-        Param("group_by", "string", default="region", choices=GROUPINGS, description=gettext_noop("one row per")),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"),
+              description=gettext_noop("file format")),
+        Param("group_by", "string", default="region", choices=GROUPINGS,
+              description=gettext_noop("one row per")),
         Param("date_from", "date", description=gettext_noop("first day included (all orders when left out)")),
         Param(
             "date_to",

@@ -63,8 +63,8 @@ def enqueue_attempts_many(items: Iterable[tuple]) -> int:
         REPORT_JOB_FUNC,
         (
             (
-                priority, job_id_for(task_id, attempt), (task_id, attempt), timeout, _description(task_id, attempt),
-                kind_hint(kind[0] if kind else ""),
+                priority, job_id_for(task_id, attempt), (task_id, attempt), timeout,
+                _description(task_id, attempt), kind_hint(kind[0] if kind else ""),
             )
             for task_id, attempt, priority, timeout, *kind in items
         ),

@@ -43,7 +43,8 @@ def validate_submission(*, kind: object, params: object, priority: object = None
     if report_kind is None:
         raise InvalidParams(
             "kind",
-            _("unknown report kind %(kind)r; known: %(known)s") % {"kind": kind[:64], "known": ", ".join(sorted(KINDS))},
+            _("unknown report kind %(kind)r; known: %(known)s")
+            % {"kind": kind[:64], "known": ", ".join(sorted(KINDS))},
         )
     if params is None:
         params = {}
@@ -61,7 +62,8 @@ def validate_submission(*, kind: object, params: object, priority: object = None
     if priority is None or priority == "":
         priority = settings.REPORT_KIND_PRIORITIES.get(kind, report_kind.default_priority)
     if priority not in Priority.values:
-        raise InvalidParams("priority", _("must be one of %(choices)s") % {"choices": ", ".join(Priority.values)})
+        raise InvalidParams("priority",
+                            _("must be one of %(choices)s") % {"choices": ", ".join(Priority.values)})
     cleaned = report_kind.validate(params)
     return kind, cleaned, priority
 

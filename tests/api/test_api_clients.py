@@ -103,7 +103,8 @@ def test_another_clients_batch_is_404(alice, bob):
 
 def test_the_same_idempotency_key_from_two_clients_makes_two_tasks(alice, bob):
     first = post(alice, "/report/task/submit", SALES, **{"Idempotency-Key": "nightly"})
-    squat = post(bob, "/report/task/submit", {**SALES, "params": {"format": "xlsx"}}, **{"Idempotency-Key": "nightly"})
+    squat = post(bob, "/report/task/submit", {**SALES, "params": {"format": "xlsx"}},
+                 **{"Idempotency-Key": "nightly"})
     again = post(alice, "/report/task/submit", SALES, **{"Idempotency-Key": "nightly"})
 
     assert (first.status_code, squat.status_code, again.status_code) == (201, 201, 200)

@@ -90,10 +90,12 @@ def test_a_canary_is_for_replays_only(operator):
     assert "only a replay can start with a canary" in response.json()["error"]
 
 
-def test_a_scheduled_canary_replay_shows_its_plan_and_then_its_phase(operator, django_capture_on_commit_callbacks):
+def test_a_scheduled_canary_replay_shows_its_plan_and_then_its_phase(
+        operator, django_capture_on_commit_callbacks):
     letters(5)
     start_at = in_hours(2)
-    response = post(operator, START, replay(canary=2, canary_success=0.5, start_at=start_at, rate_per_second=10))
+    response = post(operator, START,
+                    replay(canary=2, canary_success=0.5, start_at=start_at, rate_per_second=10))
 
     assert response.status_code == 202, response.content
     body = response.json()
@@ -113,7 +115,8 @@ def test_a_scheduled_canary_replay_shows_its_plan_and_then_its_phase(operator, d
     }
     bulk = BulkAction.objects.get()
     entry = AuditEntry.objects.get(action="bulk_replay")
-    assert (entry.source, entry.details["canary"], entry.details["start_at"]) == ("api", 2, bulk.start_at.isoformat())
+    assert (entry.source, entry.details["canary"], entry.details["start_at"]) == (
+        "api", 2, bulk.start_at.isoformat())
 
     # Started by hand here (the planner's tests are tests/deadletters/bulk/test_schedule.py).
     BulkAction.objects.filter(pk=bulk.pk).update(status=BulkActionStatus.PENDING)
@@ -137,7 +140,8 @@ def test_a_scheduled_canary_replay_shows_its_plan_and_then_its_phase(operator, d
     status = operator.get(f"/report/bulk/{bulk.public_id}/status").json()
     assert (status["status"], status["canary"]["phase"], status["canary"]["done"]) == ("pending", "passed", 1)
     assert status["canary"]["causes"] == [
-        {"fingerprint": status["canary"]["causes"][0]["fingerprint"], "error_type": "TimeoutError", "count": 1}
+        {"fingerprint": status["canary"]["causes"][0]["fingerprint"], "error_type": "TimeoutError",
+         "count": 1}
     ]
     assert status["canary"]["reason"].startswith("Canary passed: 1 of 2")
 
@@ -146,7 +150,8 @@ def test_a_dead_letters_replay_at_a_time_is_a_scheduled_run_of_one(operator):
     letter = make_dead_letter()
     start_at = in_hours(1)
 
-    response = post(operator, f"/report/dead-letter/{letter.pk}/replay", {"start_at": start_at, "reason": "after deploy"})
+    response = post(operator, f"/report/dead-letter/{letter.pk}/replay",
+                    {"start_at": start_at, "reason": "after deploy"})
 
     assert response.status_code == 202, response.content
     body = response.json()

@@ -25,7 +25,8 @@ PROBE = """
 import json, django
 django.setup()
 from django.conf import settings
-print(json.dumps({name: repr(getattr(settings, name, None)) for name in %r} | {"DB": repr(settings.DATABASES["default"]["ENGINE"])}))
+print(json.dumps({name: repr(getattr(settings, name, None)) for name in %r}
+                 | {"DB": repr(settings.DATABASES["default"]["ENGINE"])}))
 """
 
 
@@ -57,7 +58,8 @@ def test_the_settings_module_reads_many_variables():
 def test_every_blank_variable_gives_the_same_settings_as_an_unset_one(tmp_path):
     unset = _settings_with({}, tmp_path)
     blank = _settings_with({name: "" for name in SETTING_NAMES if name != "VAR_DIR"}, tmp_path)
-    spaces = _settings_with({"DATABASE_URL": "  ", "ALLOWED_HOSTS": " ", "REPORT_MAX_ATTEMPTS": " "}, tmp_path)
+    spaces = _settings_with({"DATABASE_URL": "  ", "ALLOWED_HOSTS": " ", "REPORT_MAX_ATTEMPTS": " "},
+                            tmp_path)
     assert blank == unset
     assert spaces == unset
     assert unset["DB"] == "'django.db.backends.sqlite3'"
@@ -90,7 +92,8 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         "AXES_ADDRESS_FAILURE_LIMIT": ("50", "50"),
         "SESSION_IDLE_TIMEOUT": ("1800", "1800"),
         "SESSION_ABSOLUTE_TIMEOUT": ("43200", "43200"),
-        "CONSOLE_TRUSTED_PROXIES": ("10.0.0.0/8, 192.0.2.7", "(IPv4Network('10.0.0.0/8'), IPv4Network('192.0.2.7/32'))"),
+        "CONSOLE_TRUSTED_PROXIES": (
+            "10.0.0.0/8, 192.0.2.7", "(IPv4Network('10.0.0.0/8'), IPv4Network('192.0.2.7/32'))"),
         "SECURE_SSL_REDIRECT": ("true", "True"),
         "SECURE_HSTS_SECONDS": ("600", "600"),
         "SECURE_HSTS_INCLUDE_SUBDOMAINS": ("true", "True"),
@@ -104,11 +107,8 @@ def test_security_settings_are_read_from_the_environment(tmp_path):
         if expected is not None:
             assert read[name] == expected, name
     defaults = _settings_with({}, tmp_path)
-    assert (defaults["AXES_FAILURE_LIMIT"], defaults["SECURE_SSL_REDIRECT"], defaults["SECURE_PROXY_SSL_HEADER"]) == (
-        "5",
-        "False",
-        "None",
-    )
+    assert (defaults["AXES_FAILURE_LIMIT"], defaults["SECURE_SSL_REDIRECT"],
+            defaults["SECURE_PROXY_SSL_HEADER"]) == ("5", "False", "None")
     assert defaults["AXES_ADDRESS_FAILURE_LIMIT"] == "20"
     assert (defaults["SESSION_IDLE_TIMEOUT"], defaults["SESSION_ABSOLUTE_TIMEOUT"]) == ("28800", "86400")
     assert defaults["CONSOLE_TRUSTED_PROXIES"] == "(IPv4Network('127.0.0.1/32'), IPv6Network('::1/128'))"
@@ -167,14 +167,14 @@ def _storages_with(env_overrides: dict, tmp_path) -> subprocess.CompletedProcess
     environ = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
     environ.update(DJANGO_SETTINGS_MODULE="config.settings", VAR_DIR=str(tmp_path), **env_overrides)
     return subprocess.run(
-        [sys.executable, "-c", STORAGE_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", STORAGE_PROBE], cwd=BASE_DIR, env=environ, capture_output=True, text=True,
+        timeout=60
     )
 
 
 def test_report_storage_is_the_local_disk_by_default_and_s3_when_asked(tmp_path):
-    assert {"REPORT_STORAGE", "AWS_STORAGE_BUCKET_NAME", "AWS_S3_ENDPOINT_URL", "AWS_SECRET_ACCESS_KEY"} <= set(
-        SETTING_NAMES
-    )
+    assert {"REPORT_STORAGE", "AWS_STORAGE_BUCKET_NAME", "AWS_S3_ENDPOINT_URL",
+            "AWS_SECRET_ACCESS_KEY"} <= set(SETTING_NAMES)
     default = json.loads(_storages_with({}, tmp_path).stdout.splitlines()[-1])
     assert default["STORAGES"]["default"] == default["STORAGES"]["archive"] == (
         "django.core.files.storage.FileSystemStorage"
@@ -183,7 +183,8 @@ def test_report_storage_is_the_local_disk_by_default_and_s3_when_asked(tmp_path)
         {"REPORT_STORAGE": "s3", "AWS_STORAGE_BUCKET_NAME": "b", "AWS_LOCATION": "/prod/"}, tmp_path
     )
     s3_storages = json.loads(s3.stdout.splitlines()[-1])
-    assert s3_storages["STORAGES"]["default"] == s3_storages["STORAGES"]["archive"] == "storages.backends.s3.S3Storage"
+    assert (s3_storages["STORAGES"]["default"] == s3_storages["STORAGES"]["archive"]
+            == "storages.backends.s3.S3Storage")
     assert s3_storages["ARCHIVE"] == "{'location': 'prod/archive'}"
 
 
@@ -205,7 +206,8 @@ def test_a_kind_map_reads_kind_value_pairs_and_names_a_bad_entry(monkeypatch):
     assert env.env_kind_map("X_KIND_MAP", minimum=1) == {"probe": 2, "http_export": 4}
     monkeypatch.setenv("X_KIND_MAP", "probe=low")
     assert env.env_kind_map("X_KIND_MAP", choices=("high", "default", "low")) == {"probe": "low"}
-    for bad, options in [("probe=0", {"minimum": 1}), ("probe", {"minimum": 1}), ("=3", {}), ("probe=urgent", {"choices": ("low",)})]:
+    for bad, options in [("probe=0", {"minimum": 1}), ("probe", {"minimum": 1}), ("=3", {}),
+                         ("probe=urgent", {"choices": ("low",)})]:
         monkeypatch.setenv("X_KIND_MAP", bad)
         with pytest.raises(ImproperlyConfigured, match=f"X_KIND_MAP must look like .*{re.escape(repr(bad))}"):
             env.env_kind_map("X_KIND_MAP", **options)
@@ -279,9 +281,8 @@ def test_the_worker_pool_is_sized_from_the_environment(tmp_path):
         {"REPORT_WORKER_CONCURRENCY": "3", "REPORT_HORSE_MAX_TASKS": "1", "REPORT_HORSE_MAX_RSS_MB": "64"},
         tmp_path,
     )
-    assert (chosen["REPORT_WORKER_CONCURRENCY"], chosen["REPORT_HORSE_MAX_TASKS"], chosen["REPORT_HORSE_MAX_RSS_MB"]) == (
-        "3", "1", "64"
-    )
+    assert (chosen["REPORT_WORKER_CONCURRENCY"], chosen["REPORT_HORSE_MAX_TASKS"],
+            chosen["REPORT_HORSE_MAX_RSS_MB"]) == ("3", "1", "64")
 
 
 def test_metrics_settings_are_read_from_the_environment(tmp_path):

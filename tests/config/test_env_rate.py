@@ -8,7 +8,8 @@ from config import env
 
 @pytest.mark.parametrize(
     ("raw", "rate"),
-    [("600/minute", (600, 60)), ("10/s", (10, 1)), ("5000 / hour", (5000, 3600)), ("2/days", (2, 86400)), ("off", None)],
+    [("600/minute", (600, 60)), ("10/s", (10, 1)), ("5000 / hour", (5000, 3600)), ("2/days", (2, 86400)),
+     ("off", None)],
 )
 def test_a_rate_is_a_count_per_period(monkeypatch, raw, rate):
     monkeypatch.setenv("API_SUBMIT_RATE", raw)

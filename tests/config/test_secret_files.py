@@ -63,7 +63,8 @@ def test_loose_modes_left_by_an_earlier_release_are_tightened(tmp_path):
     (var_dir / "secret_key").write_text("kept-from-before-" + "x" * 40)
     (var_dir / "secret_key").chmod(0o644)
     assert _secret_key_of(_start(var_dir)) == "kept-from-before-" + "x" * 40
-    assert (_mode(var_dir), _mode(var_dir / "db.sqlite3"), _mode(var_dir / "secret_key")) == (0o700, 0o600, 0o600)
+    assert (_mode(var_dir), _mode(var_dir / "db.sqlite3"), _mode(var_dir / "secret_key")) == (
+        0o700, 0o600, 0o600)
 
 
 def test_processes_starting_together_share_one_secret_key(tmp_path):

@@ -47,7 +47,8 @@ def test_a_canary_with_the_upstream_still_broken_stops_after_it_and_says_why(
 
     start_canary_from_the_list(page, total=12, canary="4", share="0.75")
 
-    expect(page.locator(".canary-verdict")).to_contain_text("Canary failed: the run stopped.", timeout=TIMEOUT)
+    expect(page.locator(".canary-verdict")).to_contain_text("Canary failed: the run stopped.",
+                                                            timeout=TIMEOUT)
     expect(page.locator(".bulk-status")).to_have_text("canary failed")
     expect(page.locator(".canary-verdict")).to_contain_text("at least 3 (75%) had to end done")
     expect(page.locator(".died-again")).to_contain_text("reports.errors.TransientError", timeout=TIMEOUT)
@@ -102,13 +103,15 @@ def test_on_a_phone_the_form_schedules_a_canary_replay_and_the_scheduled_list_ca
     expect(page.locator("#start-at-help")).to_contain_text("Times are in Asia/Shanghai (UTC+08:00)")
     assert_fits(page, "the bulk confirm form")
 
-    when = (timezone.now() + timedelta(hours=2)).astimezone(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0)
+    when = (timezone.now() + timedelta(hours=2)).astimezone(ZoneInfo("Asia/Shanghai")).replace(
+        second=0, microsecond=0)
     page.fill("textarea[name=reason]", "after the 02:00 deploy")
     canary_fields.get_by_label(re.compile("Letters to replay first")).fill("2")
     start_field.fill(when.strftime("%Y-%m-%dT%H:%M"))
     page.get_by_role("button", name="Start bulk replay of 6").click()
 
-    expect(page.locator(".headline-scheduled")).to_contain_text(f"Scheduled: starts at {when:%Y-%m-%d %H:%M}:00")
+    expect(page.locator(".headline-scheduled")).to_contain_text(
+        f"Scheduled: starts at {when:%Y-%m-%d %H:%M}:00")
     expect(page.locator(".bulk-status")).to_have_text("scheduled")
     assert_fits(page, "the scheduled run's page")
     bulk = BulkAction.objects.get()

@@ -77,7 +77,8 @@ def test_a_canary_started_from_the_form(operator_client, django_capture_on_commi
 
     bulk = BulkAction.objects.get()
     assert response["Location"] == reverse("console:bulk-detail", args=[bulk.public_id])
-    assert (bulk.status, bulk.canary_size, bulk.canary_success, bulk.canary_phase) == ("pending", 3, 0.6, "pending")
+    assert (bulk.status, bulk.canary_size, bulk.canary_success, bulk.canary_phase) == (
+        "pending", 3, 0.6, "pending")
     page = operator_client.get(response["Location"]).content.decode()
     assert "the first 3 replays, then on only if at least 60% of them end done" in page
     assert "Canary first: 3 replays, then a pause until at least 2 of them (60%) end done." in page
@@ -134,7 +135,8 @@ def test_a_start_time_from_the_form_is_read_in_the_consoles_zone(operator_client
     page = response.content.decode()
     local = when.astimezone(SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
     assert f"Bulk replay of 2 dead letters scheduled for {local} (UTC+08:00)." in page
-    assert f"Scheduled: starts at <time datetime=\"{when.astimezone(SHANGHAI).isoformat()}\">{local}</time>" in page
+    assert (f"Scheduled: starts at <time datetime=\"{when.astimezone(SHANGHAI).isoformat()}\">{local}</time>"
+            in page)
     assert "Cancel the scheduled run" in page
 
 
@@ -147,10 +149,12 @@ def test_replay_later_from_the_dead_letter_and_cancel_it_there(operator_client):
     assert 'type="datetime-local" name="start_at"' in form_page and " required" in form_page
 
     when = (timezone.now() + timedelta(days=1)).replace(second=0, microsecond=0)
-    response = operator_client.post(later, {"start_at": local_input(when), "reason": "after the deploy"}, follow=True)
+    response = operator_client.post(later, {"start_at": local_input(when), "reason": "after the deploy"},
+                                    follow=True)
 
     bulk = BulkAction.objects.get()
-    assert (bulk.status, bulk.selected_ids, bulk.start_at, bulk.reason) == ("scheduled", [letter.pk], when, "after the deploy")
+    assert (bulk.status, bulk.selected_ids, bulk.start_at, bulk.reason) == (
+        "scheduled", [letter.pk], when, "after the deploy")
     assert response.redirect_chain[-1][0] == detail
     page = response.content.decode()
     local = when.astimezone(SHANGHAI).strftime("%Y-%m-%d %H:%M")
@@ -158,7 +162,8 @@ def test_replay_later_from_the_dead_letter_and_cancel_it_there(operator_client):
     assert "Replay scheduled</a> for" in page and "Cancel the scheduled replay" in page
     assert DeadLetter.objects.get(pk=letter.pk).status == "open"
 
-    cancelled = operator_client.post(reverse("console:bulk-cancel", args=[bulk.public_id]), {"back": "letter"})
+    cancelled = operator_client.post(reverse("console:bulk-cancel", args=[bulk.public_id]),
+                                     {"back": "letter"})
     assert cancelled["Location"] == detail
     assert BulkAction.objects.get().status == BulkActionStatus.CANCELLED
     assert "Cancel the scheduled replay" not in operator_client.get(detail).content.decode()
@@ -182,15 +187,18 @@ def test_the_scheduled_list_shows_the_waiting_runs_soonest_first_with_cancel(ope
     url = reverse("console:bulk-list")
 
     everything = operator_client.get(url)
-    assert [b.pk for b in everything.context["page"].object_list][:3] != [] and "Scheduled (2)" in everything.content.decode()
+    assert [b.pk for b in everything.context["page"].object_list][:3] != []
+    assert "Scheduled (2)" in everything.content.decode()
     scheduled = operator_client.get(url, {"state": "scheduled"})
     assert [b.pk for b in scheduled.context["page"].object_list] == [sooner.pk, later.pk]
     assert "Starts (UTC+08:00)" in scheduled.content.decode()
     assert operator_client.get(url, {"state": "bogus"}).status_code == 400
 
-    response = operator_client.post(reverse("console:bulk-cancel", args=[sooner.public_id]), {"back": "scheduled"})
+    response = operator_client.post(reverse("console:bulk-cancel", args=[sooner.public_id]),
+                                    {"back": "scheduled"})
     assert response["Location"] == f"{url}?state=scheduled"
-    assert [b.pk for b in operator_client.get(url, {"state": "scheduled"}).context["page"].object_list] == [later.pk]
+    scheduled_page = operator_client.get(url, {"state": "scheduled"}).context["page"]
+    assert [b.pk for b in scheduled_page.object_list] == [later.pk]
 
 
 def test_replay_later_of_a_letter_already_replayed_says_so(operator_client):

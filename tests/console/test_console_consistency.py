@@ -35,7 +35,8 @@ def selected_options(body: str, name: str) -> list[str]:
 
 def test_audit_actor_filter_system_means_entries_nobody_signed(op_client):
     letter = make_dead_letter()
-    AuditEntry.objects.create(actor="", action="alert", source="worker", dead_letter=letter, reason="by the worker")
+    AuditEntry.objects.create(actor="", action="alert", source="worker", dead_letter=letter,
+                              reason="by the worker")
     AuditEntry.objects.create(actor="alice", action="replay", dead_letter=letter, reason="by alice")
 
     unfiltered = text(op_client.get("/console/audit/"))
@@ -62,7 +63,8 @@ def replayed_and_running(batch=None):
     task.status, task.attempt, task.attempts_before_run, task.max_attempts = TaskStatus.RUNNING, 4, 3, 6
     task.started_at = timezone.now()
     task.save()
-    TaskAttempt.objects.create(task=task, number=4, started_at=timezone.now(), outcome="running", worker="w pid 2")
+    TaskAttempt.objects.create(task=task, number=4, started_at=timezone.now(), outcome="running",
+                               worker="w pid 2")
     return letter, task
 
 
@@ -122,13 +124,13 @@ def test_attempts_are_numbered_one_way_on_every_page(op_client):
 
 
 def test_task_list_last_error_column_holds_errors_only(op_client):
-    done = make_task(
-        status=TaskStatus.DONE, attempt=2, output_file="reports/out.csv", last_error="TransientError: first try"
-    )
+    done = make_task(status=TaskStatus.DONE, attempt=2, output_file="reports/out.csv",
+                     last_error="TransientError: first try")
     failing = make_task(status=TaskStatus.RETRYING, attempt=1, last_error="TransientError: upstream 502")
 
     body = text(op_client.get("/console/tasks/"))
-    cells = dict(re.findall(r'href="/console/tasks/([0-9a-f-]+)/".*?<td class="small last-error[^"]*">(.*?)</td>', body, re.S))
+    cells = dict(re.findall(
+        r'href="/console/tasks/([0-9a-f-]+)/".*?<td class="small last-error[^"]*">(.*?)</td>', body, re.S))
     assert cells[str(done.public_id)] == ""  # done: no download link and no stale error here
     assert "upstream 502" in cells[str(failing.public_id)]
     # The download sits with the status it belongs to.
@@ -178,12 +180,14 @@ def test_same_cause_counts_open_letters_as_the_dashboard_and_groups_do(op_client
     groups = text(op_client.get("/console/dead-letters/groups/"))
     # The groups page has the cause's deaths-per-hour cell between the count and the error type.
     assert re.search(
-        r'<td class="num"><strong>3</strong></td>\s*<td class="trend-col">.*?</td>\s*<td class="etype"><code class="mono">reports.<wbr>errors.<wbr>TransientError',
+        r'<td class="num"><strong>3</strong></td>\s*<td class="trend-col">.*?</td>\s*'
+        r'<td class="etype"><code class="mono">reports.<wbr>errors.<wbr>TransientError',
         groups,
         flags=re.S,
     )
     dashboard = text(op_client.get("/console/"))
-    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.<wbr>errors.<wbr>TransientError', dashboard)
+    assert re.search(r'<td class="num"><strong>3</strong></td>\s*<td><code class="mono">reports.<wbr>errors.'
+                     r'<wbr>TransientError', dashboard)
 
 
 def test_the_403_page_links_only_where_its_reader_may_go(client, django_user_model):
@@ -228,10 +232,12 @@ def test_replaying_a_permanent_error_unchanged_warns_first(op_client):
     assert f'href="/console/dead-letters/{permanent.pk}/replay/edit/">edit the params first</a>' in confirm
     # The detail page's Replay goes through that page instead of replaying at once.
     detail = text(op_client.get(f"/console/dead-letters/{permanent.pk}/"))
-    assert f'<a class="btn btn-primary" href="/console/dead-letters/{permanent.pk}/replay/">Replay…</a>' in detail
+    assert (f'<a class="btn btn-primary" href="/console/dead-letters/{permanent.pk}/replay/">'
+            'Replay…</a>' in detail)
     assert f'<form method="post" action="/console/dead-letters/{permanent.pk}/replay/"' not in detail
 
-    assert "This error is permanent" not in text(op_client.get(f"/console/dead-letters/{exhausted.pk}/replay/"))
+    assert "This error is permanent" not in text(
+        op_client.get(f"/console/dead-letters/{exhausted.pk}/replay/"))
     detail = text(op_client.get(f"/console/dead-letters/{exhausted.pk}/"))
     assert f'<form method="post" action="/console/dead-letters/{exhausted.pk}/replay/"' in detail
 
@@ -246,21 +252,25 @@ def test_dashboard_shows_what_is_paused_live_and_when_its_counts_were_taken(op_c
     cache.delete("console:dashboard")
     make_dead_letter()
     first = text(op_client.get("/console/"))
-    as_of = re.search(r"Counts, charts and top causes as of (\d\d:\d\d:\d\d) \(shared for up to 300 s\)", first)
+    as_of = re.search(r"Counts, charts and top causes as of (\d\d:\d\d:\d\d) \(shared for up to 300 s\)",
+                      first)
     assert as_of and 'id="paused"' not in first
 
     PausedKind.objects.create(kind="http_export", paused_by="alice", reason="orders API maintenance")
     bulk = BulkAction.objects.create(
         action="replay", status="paused", total=500, processed=120, actor="op",
-        paused_reason="Paused automatically: 30 of 40 replayed tasks that finished died again (75%, threshold 50%).",
+        paused_reason="Paused automatically: 30 of 40 replayed tasks that finished died again "
+        "(75%, threshold 50%).",
     )
     make_dead_letter()
     later = text(op_client.get("/console/"))
     # The pauses are live; the counts are the shared snapshot, and the page says from when.
     assert f"as of {as_of.group(1)} " in later
-    assert re.search(r'status=open"><span class="badge status-open">open</span> <strong class="num">1</strong>', later)
+    assert re.search(
+        r'status=open"><span class="badge status-open">open</span> <strong class="num">1</strong>', later)
     paused = later.split('id="paused"', 1)[1].split("</section>", 1)[0]
-    assert "report kind <span class=\"mono\">http_export</span>" in paused and "orders API maintenance" in paused
+    assert "report kind <span class=\"mono\">http_export</span>" in paused
+    assert "orders API maintenance" in paused
     assert 'href="/console/kinds/">Resume it on the Kinds page</a>' in paused
     assert "120 of 500 done" in paused and "Paused automatically: 30 of 40" in paused
     assert f'href="/console/bulk/{bulk.public_id}/">Resume or cancel it</a>' in paused
@@ -276,7 +286,8 @@ def test_a_named_batch_is_called_by_its_name(op_client):
     make_dead_letter(task=make_task(status=TaskStatus.DEAD, attempt=3, batch=unnamed))
 
     for path in ("/console/dead-letters/", "/console/dead-letters/groups/"):
-        chips = text(op_client.get(path, {"batch": str(named.public_id)})).split('class="chips"', 1)[1].split("</p>", 1)[0]
+        page = text(op_client.get(path, {"batch": str(named.public_id)}))
+        chips = page.split('class="chips"', 1)[1].split("</p>", 1)[0]
         assert "month-end-2026-10" in chips and str(named.public_id) not in chips, path
     preview = text(op_client.post("/console/bulk/preview/", {
         "action": "replay", "scope": "filter", "filter_qs": f"batch={named.public_id}"}))

@@ -43,7 +43,8 @@ def op_client(op):
 
 
 def dead(*, kind="probe", error_type="reports.errors.TransientError", error_message="boom", **fields):
-    task = make_task(kind=kind, params=dict(PROBE), status=TaskStatus.DEAD, attempt=3, finished_at=timezone.now())
+    task = make_task(kind=kind, params=dict(PROBE), status=TaskStatus.DEAD, attempt=3,
+                     finished_at=timezone.now())
     return make_dead_letter(task=task, error_type=error_type, error_message=error_message, **fields)
 
 
@@ -120,7 +121,8 @@ def test_bulk_headline_says_every_replay_died_again_and_links_the_new_letters(op
     newer = []
     for letter in letters:
         ReportTask.objects.filter(pk=letter.task_id).update(status=TaskStatus.DEAD)
-        newer.append(make_dead_letter(task=ReportTask.objects.get(pk=letter.task_id), error_message="boom again"))
+        newer.append(make_dead_letter(task=ReportTask.objects.get(pk=letter.task_id),
+                                      error_message="boom again"))
 
     response = op_client.get(f"/console/bulk/{bulk.public_id}/", **HTMX)
 
@@ -181,13 +183,15 @@ def test_the_detail_page_links_its_fingerprint_and_the_bulk_that_replayed_it(op_
 
     page = body(op_client.get(f"/console/dead-letters/{letter.pk}/"))
 
-    assert re.search(rf'href="/console/dead-letters/\?[^"]*fingerprint={letter.fingerprint}"[^>]*>{letter.fingerprint[:12]}<', page)
+    assert re.search(rf'href="/console/dead-letters/\?[^"]*fingerprint={letter.fingerprint}"[^>]*>'
+                     rf'{letter.fingerprint[:12]}<', page)
     assert f'href="/console/bulk/{bulk.public_id}/"' in page
 
 
 def test_audit_rows_link_their_bulk(op_client):
     bulk, (letter,) = _completed_replay_bulk(1)
-    AuditEntry.objects.create(action="bulk_replay", actor="op", item_count=1, details={"bulk": str(bulk.public_id)})
+    AuditEntry.objects.create(action="bulk_replay", actor="op", item_count=1,
+                              details={"bulk": str(bulk.public_id)})
     AuditEntry.objects.create(action="bulk_replay", actor="op", details={"bulk": "not-a-uuid"})
 
     page = body(op_client.get("/console/audit/"))
@@ -241,7 +245,8 @@ def test_the_preview_names_what_it_will_touch(op_client):
         "/console/bulk/preview/", {"action": "replay", "scope": "filter", "filter_qs": "kind=probe"}
     )
     everything = op_client.post(
-        "/console/bulk/preview/", {"action": "replay", "scope": "filter", "filter_qs": "status=all&kind=probe"}
+        "/console/bulk/preview/",
+        {"action": "replay", "scope": "filter", "filter_qs": "status=all&kind=probe"},
     )
 
     assert "every open one with kind probe" in body(open_only)
@@ -254,17 +259,20 @@ def test_the_preview_names_what_it_will_touch(op_client):
 def test_the_preview_of_a_selection_says_what_is_left_alone(op_client):
     ids = [dead().pk, dead().pk, dead(status=DeadLetterStatus.REPLAYED).pk]
 
-    response = op_client.post("/console/bulk/preview/", {"action": "archive", "scope": "selected", "ids": ids})
+    response = op_client.post("/console/bulk/preview/",
+                              {"action": "archive", "scope": "selected", "ids": ids})
 
     assert "1 of the 3 dead letters you selected" not in body(response)
-    assert re.search(r">2</strong> of the 3 dead letters you selected: the open ones; the other 1 stays as it is", body(response))
+    assert re.search(r">2</strong> of the 3 dead letters you selected: the open ones; the other 1 stays "
+                     r"as it is", body(response))
 
 
 # --- the edit-and-replay page ----------------------------------------------------------------------
 
 
 def test_edit_page_shows_the_error_and_the_kinds_params(op_client):
-    letter = dead(error_type="reports.errors.InvalidParams", error_message="fail_attempts: must be an integer")
+    letter = dead(error_type="reports.errors.InvalidParams",
+                  error_message="fail_attempts: must be an integer")
 
     page = body(op_client.get(f"/console/dead-letters/{letter.pk}/replay/edit/"))
 
@@ -301,7 +309,8 @@ def test_edit_page_reports_every_invalid_field_at_once(op_client):
 def test_replay_with_edited_params_needs_its_own_permission(django_user_model):
     user = django_user_model.objects.create_user("plain", password="pw-123456789", is_staff=True)
     for codename in ("view_deadletter", "replay_deadletter"):
-        user.user_permissions.add(Permission.objects.get(content_type__app_label="deadletters", codename=codename))
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label="deadletters", codename=codename))
     client = Client()
     client.force_login(user)
     letter = dead()
@@ -345,7 +354,8 @@ def test_every_action_on_the_detail_page_has_its_own_reason_field(op_client):
 
     # Discard's reason field is on its confirmation page (discarding never takes one click).
     for verb, action in [("replaying", "replay"), ("archiving", "archive")]:
-        form = re.search(rf'<form method="post" action="/console/dead-letters/{letter.pk}/{action}/".*?</form>', page, re.S)
+        form = re.search(rf'<form method="post" action="/console/dead-letters/{letter.pk}/{action}/"'
+                         r'.*?</form>', page, re.S)
         assert form and f'aria-label="Reason for {verb}"' in form.group(0), action
 
 
@@ -374,7 +384,8 @@ def test_with_the_setting_the_reason_fields_are_marked_required(op_client, reaso
     page = body(op_client.get(f"/console/dead-letters/{letter.pk}/"))
     assert page.count('placeholder="Reason (required)" required') == 2
     confirm = body(op_client.get(f"/console/dead-letters/{letter.pk}/discard/"))
-    assert "Reason (required, kept in the audit log)" in confirm and 'rows="2" maxlength="2000" required' in confirm
+    assert "Reason (required, kept in the audit log)" in confirm
+    assert 'rows="2" maxlength="2000" required' in confirm
 
 
 def test_with_the_setting_a_bulk_needs_a_reason(op_client, reason_required):
@@ -406,10 +417,12 @@ def test_with_the_setting_the_api_replay_needs_a_reason(token_client, reason_req
 
 def test_console_pages_carry_a_csp_they_satisfy(op_client):
     letter = dead()
-    for path in ("/console/", "/console/dead-letters/", f"/console/dead-letters/{letter.pk}/", "/console/login/"):
+    for path in ("/console/", "/console/dead-letters/", f"/console/dead-letters/{letter.pk}/",
+                 "/console/login/"):
         response = op_client.get(path)
         policy = response["Content-Security-Policy"]
-        assert "script-src 'self'" in policy and "style-src 'self'" in policy and "unsafe-inline" not in policy
+        assert "script-src 'self'" in policy and "style-src 'self'" in policy
+        assert "unsafe-inline" not in policy
         page = body(response)
         assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page), f"inline script on {path}"
         assert not re.search(r"\son[a-z]+=", page), f"inline event handler on {path}"

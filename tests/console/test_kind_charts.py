@@ -105,7 +105,8 @@ def test_an_empty_day_says_so_on_every_chart(admin_client):
 def test_the_panel_polls_and_the_selector_moves_the_address_bar(admin_client):
     a_known_day()
 
-    poll = admin_client.get("/console/charts/?kind=probe", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="kind-charts")
+    poll = admin_client.get("/console/charts/?kind=probe", HTTP_HX_REQUEST="true",
+                            HTTP_HX_TARGET="kind-charts")
     picked = admin_client.get(
         "/console/charts/?kind=probe", HTTP_HX_REQUEST="true", HTTP_HX_TRIGGER="chart-kind-form"
     )
@@ -147,7 +148,8 @@ def test_charts_are_shared_between_polls_for_the_cache_time(admin_client, settin
 
     assert "No completions in the last 24 h." in again  # the shared figures, not yet the new row
     assert re.search(r"Figures as of [\d:]+ \(shared for up to 30 s\)", again)
-    assert re.search(r"Figures as of ([\d:]+)", first).group(1) == re.search(r"Figures as of ([\d:]+)", again).group(1)
+    assert (re.search(r"Figures as of ([\d:]+)", first).group(1)
+            == re.search(r"Figures as of ([\d:]+)", again).group(1))
 
 
 def test_bars_and_step_lines_follow_the_figures():

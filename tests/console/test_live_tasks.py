@@ -100,9 +100,8 @@ def test_a_control_on_a_task_that_moved_on_is_a_409_page_that_changes_nothing(op
     done = make_task(status=TaskStatus.DONE, attempt=1)
     response = operator.post(reverse("console:task-cancel", args=[done.public_id]))
     assert response.status_code == 409 and "it is done" in response.content.decode()
-    response = operator.post(
-        reverse("console:task-stop", args=[done.public_id]), {"attempt": "1", "then": "cancel", "confirmed": "yes"}
-    )
+    response = operator.post(reverse("console:task-stop", args=[done.public_id]),
+                             {"attempt": "1", "then": "cancel", "confirmed": "yes"})
     assert response.status_code == 409
     assert ReportTask.objects.get(pk=done.pk).status == TaskStatus.DONE
     assert not AuditEntry.objects.exists()

@@ -27,7 +27,8 @@ RUN_AXE = """async () => {
   const result = await axe.run(document, {resultTypes: ["violations"]});
   return {version: axe.version, violations: result.violations.map(v => ({
     id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + " :: " + (n.failureSummary || "").split("\\n").slice(0, 2).join(" "))
+    nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + " :: "
+      + (n.failureSummary || "").split("\\n").slice(0, 2).join(" "))
   }))};
 }"""
 
@@ -81,7 +82,8 @@ def violations_of(page) -> list:
 
 VIEWPORTS = {
     "desktop": {"viewport": {"width": 1280, "height": 900}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True},
+    "phone": {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True,
+              "has_touch": True},
 }
 # What the browser asks for; the page must then say it in <html lang>.
 LANGUAGES = {"en": "en", "zh-CN": "zh-Hans"}
@@ -94,7 +96,8 @@ def axe_context(_playwright_browser, live_server):
 
     def make(*, scheme: str, locale: str, viewport: str):
         context = _playwright_browser.new_context(
-            base_url=live_server.url, color_scheme=scheme, locale=locale, bypass_csp=True, **VIEWPORTS[viewport]
+            base_url=live_server.url, color_scheme=scheme, locale=locale, bypass_csp=True,
+            **VIEWPORTS[viewport],
         )
         context.set_default_timeout(15_000)
         contexts.append(context)
@@ -141,7 +144,8 @@ def _special_views(page, seeded, letter_with_chain) -> dict[str, list]:
 @pytest.mark.parametrize("locale", list(LANGUAGES))
 def test_every_console_page_has_no_axe_violation(axe_context, operator, django_user_model, locale, viewport):
     seeded = seed_live()
-    letter_with_chain = make_dead_letter(error_type=CONNECTION_ERROR, traceback=CHAINED, error_message="refused")
+    letter_with_chain = make_dead_letter(error_type=CONNECTION_ERROR, traceback=CHAINED,
+                                         error_message="refused")
     outsider = django_user_model.objects.create_user("viewer", password="viewer-pass-1", is_staff=True)
     assert not outsider.has_perm("deadletters.view_deadletter")
     found: dict[str, list] = {}

@@ -32,7 +32,8 @@ def seed_a_day_of_work():
         kind = ("http_export", "sales_summary", "probe")[i % 3]
         task = ReportTask.objects.create(kind=kind, params={}, max_attempts=3, timeout_seconds=300,
                                          status=TaskStatus.DONE, attempt=1)  # fmt: skip
-        ReportTask.objects.filter(pk=task.pk).update(created_at=started - timedelta(seconds=0.2 + (i % 7) * 3))
+        ReportTask.objects.filter(pk=task.pk).update(
+            created_at=started - timedelta(seconds=0.2 + (i % 7) * 3))
         run = 0.4 + (i % 5) * (4 if kind == "http_export" else 1)
         TaskAttempt.objects.create(
             task=task, number=1, started_at=started, finished_at=started + timedelta(seconds=run),
@@ -100,7 +101,8 @@ def test_the_charts_fit_a_desktop_and_a_phone_in_light_and_dark(sized, operator)
                 page.locator("#kind-charts details.chart-numbers > summary").click()
                 expect(page.locator("#kind-charts details.chart-numbers table")).to_be_visible()
                 if os.environ.get("SCREENSHOT_DIR"):  # look at them: SCREENSHOT_DIR=/tmp/charts pytest ...
-                    shot = Path(os.environ["SCREENSHOT_DIR"]) / f"charts-{size}-{scheme}-{path.strip('/').replace('/', '-')}.png"
+                    shot = (Path(os.environ["SCREENSHOT_DIR"])
+                            / f"charts-{size}-{scheme}-{path.strip('/').replace('/', '-')}.png")
                     page.locator("#kind-charts").screenshot(path=str(shot))
                 found[f"{size} {scheme} {path}"] = chart_problems(page, width)
     bad = {name: problems for name, problems in found.items() if problems}

@@ -44,7 +44,8 @@ def test_without_a_browser_the_run_fails_once_with_one_line(tmp_path):
     """Every browser test selected, none can run: one error with one line, the rest deselected."""
     env = dict(os.environ, BROWSER_EXECUTABLE=str(tmp_path / "no-such-browser"))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/system/test_browser_pages.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/system/test_browser_pages.py"],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,
@@ -71,8 +72,10 @@ def test_as_root_debian_chromium_is_installed_updating_the_package_list_when_nee
     (bindir / "apt-get").write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> {calls}\n'
-        f'if [ ! -e {tmp_path}/updated ]; then case "$*" in *update*) : > {tmp_path}/updated; exit 0;; esac; exit 100; fi\n'
-        f'case "$*" in *install*) printf "#!/bin/sh\\n" > {bindir}/chromium; /bin/chmod +x {bindir}/chromium;; esac\n'
+        f'if [ ! -e {tmp_path}/updated ]; then case "$*" in *update*) : > {tmp_path}/updated; exit 0;; esac; '
+        'exit 100; fi\n'
+        f'case "$*" in *install*) printf "#!/bin/sh\\n" > {bindir}/chromium; '
+        f'/bin/chmod +x {bindir}/chromium;; esac\n'
     )
     (bindir / "apt-get").chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))

@@ -44,4 +44,5 @@ def test_groups_trends_and_bulk_outcome_by_cause_on_a_phone(phone, operator):  #
 
 def screenshot(page, name: str) -> None:
     if os.environ.get("SCREENSHOT_DIR"):  # look at them: SCREENSHOT_DIR=/tmp/phone pytest ...
-        page.screenshot(path=str(Path(os.environ["SCREENSHOT_DIR"]) / f"phone-trends-{name}.png"), full_page=True)
+        page.screenshot(path=str(Path(os.environ["SCREENSHOT_DIR"]) / f"phone-trends-{name}.png"),
+                        full_page=True)

@@ -21,7 +21,8 @@ def test_malformed_payloads_are_dropped_and_the_worker_keeps_working(start_worke
     redis_conn.hset("rq:job:garbage-data", mapping={"data": b"\x00not json", "status": "queued"})
     redis_conn.rpush("rq:queue:default", "garbage-data")
     # A pickle is refused unread: it could carry code.
-    Queue("default", connection=redis_conn).enqueue_call("reports.worker.report_job.run_report_task", args=(1, 1))
+    Queue("default", connection=redis_conn).enqueue_call("reports.worker.report_job.run_report_task",
+                                                         args=(1, 1))
     task = submit_task(kind="probe", params={}).task
     worker = start_worker()
 

@@ -66,13 +66,13 @@ class Command(BaseCommand):
         else:
             self.stdout.write(
                 _(
-                    "CONSOLE_BASE_URL is not set: the card's links open %(base)s; set it to the console's address"
+                    "CONSOLE_BASE_URL is not set: the card's links open %(base)s; set it to the console's address"  # noqa: E501
                 )
                 % {"base": base}
             )
         self.stdout.write(
             _(
-                "sending a test message to robot %(robot)s (signed: %(signed)s, keyword: %(keyword)s, timeout %(timeout)ss)"
+                "sending a test message to robot %(robot)s (signed: %(signed)s, keyword: %(keyword)s, timeout %(timeout)ss)"  # noqa: E501
             )
             % {
                 "robot": channel.key,

@@ -29,5 +29,6 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(
                     _("%(kind)s was already paused by %(who)s at %(when)s UTC")
-                    % {"kind": kind, "who": row.paused_by or _("someone"), "when": f"{row.paused_at:%Y-%m-%d %H:%M}"}
+                    % {"kind": kind, "who": row.paused_by or _("someone"),
+                       "when": f"{row.paused_at:%Y-%m-%d %H:%M}"}
                 )

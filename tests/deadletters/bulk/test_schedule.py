@@ -68,7 +68,8 @@ def test_start_times_need_an_offset_a_future_and_at_most_the_horizon(settings):
 # --- promotion, in this process ------------------------------------------------------------
 
 
-def test_a_scheduled_run_waits_for_its_time_then_one_promotion_starts_it(db, django_capture_on_commit_callbacks):
+def test_a_scheduled_run_waits_for_its_time_then_one_promotion_starts_it(
+        db, django_capture_on_commit_callbacks):
     made = letters(3)
     bulk = start("replay", start_at=soon(60))
 
@@ -105,7 +106,8 @@ def test_cancelled_before_its_time_it_never_starts(db):
 def test_a_single_letters_scheduled_replay_is_a_run_of_that_letter(db):
     [letter, other] = letters(2)
     bulk, scheduled_letter = schedule_letter_replay(
-        dead_letter_id=letter.pk, start_at=soon(300), actor="alice", ip_address="10.0.0.1", reason="after deploy"
+        dead_letter_id=letter.pk, start_at=soon(300), actor="alice", ip_address="10.0.0.1",
+        reason="after deploy",
     )
 
     assert scheduled_letter == letter
@@ -143,7 +145,8 @@ def test_a_run_due_in_two_seconds_starts_within_a_second_of_its_time(start_house
     start_worker()
     start_housekeeper()
     [letter] = letters(1)
-    bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(2), actor="alice", ip_address=None)
+    bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(2), actor="alice",
+                                     ip_address=None)
 
     started = wait_until(
         lambda: BulkAction.objects.exclude(started_at=None).filter(pk=bulk.pk).first(),
@@ -159,7 +162,8 @@ def test_a_run_due_in_two_seconds_starts_within_a_second_of_its_time(start_house
         timeout=30,
         message="the letter to be replayed",
     )
-    print(f"the letter was replayed {(replayed.replayed_at - bulk.start_at).total_seconds():.3f} s after the time")
+    print(f"the letter was replayed {(replayed.replayed_at - bulk.start_at).total_seconds():.3f} s "
+          "after the time")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -167,7 +171,8 @@ def test_a_housekeeper_killed_before_the_time_is_replaced_and_the_run_starts_on_
     first = start_housekeeper()
     [letter] = letters(1)
     # Room for the next housekeeper's start-up (Django's, a few seconds on a loaded machine).
-    bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(8), actor="alice", ip_address=None)
+    bulk, _ = schedule_letter_replay(dead_letter_id=letter.pk, start_at=soon(8), actor="alice",
+                                     ip_address=None)
     first.kill()  # SIGKILL: nothing of the schedule was held by it
 
     start_housekeeper()
@@ -195,13 +200,15 @@ def test_two_housekeepers_start_each_run_once(start_housekeeper, start_worker):
     ]
 
     wait_until(
-        lambda: not DeadLetter.objects.filter(pk__in=[x.pk for x in made]).exclude(status="replayed").exists(),
+        lambda: not DeadLetter.objects.filter(pk__in=[x.pk for x in made]).exclude(
+            status="replayed").exists(),
         timeout=60,
         message="every scheduled replay to run",
     )
 
     for bulk in runs:
-        assert AuditEntry.objects.filter(action="bulk_scheduled_start", details__bulk=str(bulk.public_id)).count() == 1
+        assert AuditEntry.objects.filter(action="bulk_scheduled_start",
+                                         details__bulk=str(bulk.public_id)).count() == 1
         bulk.refresh_from_db()
         assert 0 <= lateness(bulk) < LATE_BOUND_SECONDS
     for letter in made:
@@ -216,10 +223,10 @@ def test_a_run_cancelled_before_its_time_never_runs(start_housekeeper, start_wor
     start_housekeeper()
     cancelled_letter, control_letter = letters(2)
     due = soon(2)
-    cancelled, _ = schedule_letter_replay(dead_letter_id=cancelled_letter.pk, start_at=due, actor="alice", ip_address=None)
-    control, _ = schedule_letter_replay(
-        dead_letter_id=control_letter.pk, start_at=due + timedelta(milliseconds=200), actor="alice", ip_address=None
-    )
+    cancelled, _ = schedule_letter_replay(dead_letter_id=cancelled_letter.pk, start_at=due, actor="alice",
+                                          ip_address=None)
+    control, _ = schedule_letter_replay(dead_letter_id=control_letter.pk, actor="alice", ip_address=None,
+                                        start_at=due + timedelta(milliseconds=200))
     cancel_bulk_action(bulk_id=cancelled.pk, actor="alice")
 
     # The housekeeper promotes due runs earliest first: once the later one ran, the earlier was seen.
@@ -231,5 +238,6 @@ def test_a_run_cancelled_before_its_time_never_runs(start_housekeeper, start_wor
     cancelled.refresh_from_db()
     assert (cancelled.status, cancelled.started_at, cancelled.processed) == ("cancelled", None, 0)
     assert DeadLetter.objects.get(pk=cancelled_letter.pk).status == DeadLetterStatus.OPEN
-    assert not AuditEntry.objects.filter(action="bulk_scheduled_start", details__bulk=str(cancelled.public_id)).exists()
+    assert not AuditEntry.objects.filter(action="bulk_scheduled_start",
+                                         details__bulk=str(cancelled.public_id)).exists()
     assert AuditEntry.objects.get(action="bulk_cancel").details["bulk"] == str(cancelled.public_id)

@@ -1,6 +1,6 @@
-"""The archiver and the purge walk an index: each batch reads batch_size rows from the
-(basis, id) index of the rows in that state, never a sort of everything that is due, even when every row shares one
-expire_at. PostgreSQL: EXPLAIN (the planner's choice on analysed data); SQLite: EXPLAIN QUERY
+"""The archiver and the purge walk an index: each batch reads batch_size rows from the (basis, id)
+index of the rows in that state, never a sort of everything that is due, even when every row shares
+one expire_at. PostgreSQL: EXPLAIN (the planner's choice on analysed data); SQLite: EXPLAIN QUERY
 PLAN of the very same statements. A letter an operator holds locked is skipped, not waited for."""
 
 import json

@@ -36,7 +36,8 @@ def retention(settings, media_root):
     return settings
 
 
-def test_old_done_and_cancelled_tasks_go_with_their_attempts_files_and_directories(retention, media_root, tmp_path):
+def test_old_done_and_cancelled_tasks_go_with_their_attempts_files_and_directories(
+        retention, media_root, tmp_path):
     old_done = finished_task(TaskStatus.DONE, 31, tmp_path)
     old_cancelled = finished_task(TaskStatus.CANCELLED, 40, tmp_path, with_file=False)
     recent = finished_task(TaskStatus.DONE, 29, tmp_path)
@@ -44,7 +45,8 @@ def test_old_done_and_cancelled_tasks_go_with_their_attempts_files_and_directori
 
     result = data_prune(batch_size=1)
 
-    assert {key: result.deleted[key] for key in ("tasks", "attempts", "audit")} == {"tasks": 2, "attempts": 2, "audit": 0}
+    assert {key: result.deleted[key] for key in ("tasks", "attempts", "audit")} == {
+        "tasks": 2, "attempts": 2, "audit": 0}
     assert list(ReportTask.objects.values_list("id", flat=True)) == [recent.id]
     assert TaskAttempt.objects.filter(task_id=old_done.id).count() == 0
     storage = output_storage()
@@ -111,7 +113,8 @@ def test_sent_alerts_and_their_messages_go_and_pending_ones_stay(retention):
     old = timezone.now() - timedelta(days=91)
     sent = AlertMessage.objects.create(channel="dingtalk", status=AlertStatus.SENT, created_at=old)
     waiting = AlertMessage.objects.create(channel="dingtalk", status=AlertStatus.PENDING, created_at=old)
-    Alert.objects.create(dead_letter=letter, channel="dingtalk", status=AlertStatus.SENT, message=sent, created_at=old)
+    Alert.objects.create(dead_letter=letter, channel="dingtalk", status=AlertStatus.SENT, message=sent,
+                         created_at=old)
     Alert.objects.create(dead_letter=letter, channel="dingtalk", status=AlertStatus.PENDING, message=waiting,
                          created_at=old)
     recent = AlertMessage.objects.create(channel="dingtalk", status=AlertStatus.SENT)

@@ -45,7 +45,8 @@ class SourceHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def route_orders(self):
-        self._answer(200, json.dumps({"data": {"items": ORDERS}}).encode(), [("Content-Type", "application/json")])
+        self._answer(200, json.dumps({"data": {"items": ORDERS}}).encode(),
+                     [("Content-Type", "application/json")])
 
     def route_redirect(self):
         self._answer(302, headers=[("Location", self.server.redirect_to)])
@@ -205,9 +206,8 @@ def recorded_failure(export, url) -> FailureInfo:
 def test_closed_and_non_http_ports_fail_alike_and_say_nothing_of_why(export, settings, not_http_port):
     shut = closed_port()
     settings.HTTP_EXPORT_ALLOWED_HOSTS += [f"127.0.0.1:{shut}", f"127.0.0.1:{not_http_port}"]
-    failures = [
-        recorded_failure(export, f"http://127.0.0.1:{port}/secret-path?token=s3cr3t") for port in (shut, not_http_port)
-    ]
+    failures = [recorded_failure(export, f"http://127.0.0.1:{port}/secret-path?token=s3cr3t")
+                for port in (shut, not_http_port)]
     assert failures[0].message == failures[1].message == "could not get an HTTP answer from the source"
     assert failures[0].error_type == failures[1].error_type
     for failure in failures:
@@ -342,7 +342,8 @@ def test_the_default_source_is_resolved_when_the_report_runs(export, settings, s
     params = export.kind.validate({})
     settings.HTTP_EXPORT_URL = f"{source.origin}/payload"
     source.payload = json.dumps([{"moved": 1}]).encode()
-    assert export.kind.generate(params, export.ctx).read_text(encoding="utf-8-sig").splitlines() == ["moved", "1"]
+    assert export.kind.generate(params, export.ctx).read_text(encoding="utf-8-sig").splitlines() == [
+        "moved", "1"]
 
 
 def test_a_refused_default_source_is_named_but_never_shown(export, settings, source, default_source, caplog):
@@ -368,7 +369,8 @@ def test_the_anonymous_openapi_document_holds_no_configured_url(client, default_
 def test_an_api_submit_on_the_default_source_stores_no_url(token_client, export, default_source):
     from reports.models import ReportTask
 
-    response = token_client.post("/report/task/submit", {"kind": "http_export"}, content_type="application/json")
+    response = token_client.post("/report/task/submit", {"kind": "http_export"},
+                                 content_type="application/json")
     assert response.status_code == 201, response.content
     assert ReportTask.objects.get().params == {"format": "csv", "records_path": ""}
 

@@ -78,7 +78,8 @@ def test_a_sales_range_given_backwards_is_recorded_forwards():
     assert kind.validate({"date_from": "2026-03-01", "date_to": "2026-02-01"}) == {
         "format": "csv", "group_by": "region", "date_from": "2026-02-01", "date_to": "2026-03-01"
     }
-    assert kind.validate({"date_to": "2026-02-01"}) == {"format": "csv", "group_by": "region", "date_to": "2026-02-01"}
+    assert kind.validate({"date_to": "2026-02-01"}) == {
+        "format": "csv", "group_by": "region", "date_to": "2026-02-01"}
 
 
 def test_every_kind_declares_what_its_validation_accepts():
@@ -107,7 +108,8 @@ def test_sales_summary_revenue_is_exact_to_the_cent(group_by, tmp_path):
         expected[key] += order.quantity * order.unit_price
     params = SalesSummary().validate({"group_by": group_by})
 
-    path = SalesSummary().generate(params, RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path))
+    path = SalesSummary().generate(params,
+                                   RunContext(task_id=1, public_id="t", attempt=1, output_dir=tmp_path))
 
     rows = list(csv.DictReader(StringIO(path.read_text(encoding="utf-8-sig"))))
     assert {row[group_by]: row["revenue"] for row in rows} == {

@@ -47,7 +47,8 @@ def test_pause_consumes_no_attempt_and_resume_finishes_everything(start_worker, 
 
     wait_until(all_deferred, timeout=60, message="the paused kind's jobs to be deferred")
     # Decided by the worker process itself, before any fork.
-    assert f"reports.worker {worker.pid} task {tasks[0].pk} attempt 1 deferred: kind paused" in worker.output()
+    assert (f"reports.worker {worker.pid} task {tasks[0].pk} attempt 1 deferred: kind paused"
+            in worker.output())
     assert set(ReportTask.objects.values_list("status", "attempt")) == {(TaskStatus.PENDING, 0)}
     assert not TaskAttempt.objects.exists() and not DeadLetter.objects.exists()
     # The reaper leaves paused tasks alone instead of delivering them again and again.

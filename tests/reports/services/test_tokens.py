@@ -64,7 +64,8 @@ def test_migration_0003_gives_old_tokens_their_scopes_and_their_tasks():
     executor = MigrationExecutor(connection)
     executor.migrate([("reports", "0002_attempts_before_run")])
     old = executor.loader.project_state([("reports", "0002_attempts_before_run")]).apps
-    token = old.get_model("reports", "ApiToken").objects.create(name="etl", token_hash="h" * 64, prefix="rpt_x")
+    token = old.get_model("reports", "ApiToken").objects.create(name="etl", token_hash="h" * 64,
+                                                                prefix="rpt_x")
     Task = old.get_model("reports", "ReportTask")
     fields = dict(kind="probe", params={}, max_attempts=3, timeout_seconds=300)
     Task.objects.create(submitted_by="token:etl", idempotency_key="k", **fields)
@@ -77,5 +78,6 @@ def test_migration_0003_gives_old_tokens_their_scopes_and_their_tasks():
     from reports.models import ReportBatch, ReportTask
 
     assert ApiToken.objects.get(pk=token.pk).scopes == ["submit", "read", "replay"]
-    assert dict(ReportTask.objects.values_list("submitted_by", "owner")) == {"token:etl": token.pk, "alice": None}
+    assert dict(ReportTask.objects.values_list("submitted_by", "owner")) == {
+        "token:etl": token.pk, "alice": None}
     assert ReportBatch.objects.get().owner_id == token.pk
