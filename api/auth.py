@@ -113,7 +113,8 @@ def refuse_operator_only_kinds(client: ApiClient, kinds) -> None:
     kinds are left to validation (a 422)."""
     if client.may_submit_operator_kinds:
         return
-    needs = "an API token with the operator scope" if client.token else f"the permission {OPERATOR_KINDS_PERMISSION}"
+    needs = ("an API token with the operator scope" if client.token
+             else f"the permission {OPERATOR_KINDS_PERMISSION}")
     for kind in kinds:
         report_kind = get_kind(kind) if isinstance(kind, str) else None
         if report_kind is not None and report_kind.operator_only:

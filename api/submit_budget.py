@@ -116,11 +116,11 @@ def charge_budget(budget: Budget, holder, *, cost: int) -> Charge | None:
         return None
     per_unit, period = rate
     try:
-        wait = int(
-            redis_connection().register_script(_CHARGE)(keys=[_key(budget, holder)], args=[cost, per_unit, period])
-        )
+        wait = int(redis_connection().register_script(_CHARGE)(keys=[_key(budget, holder)],
+                                                               args=[cost, per_unit, period]))
     except RedisError as exc:
-        logger.warning("%s budget of %s not enforced, Redis unavailable: %s", budget.name, _label(holder), exc)
+        logger.warning("%s budget of %s not enforced, Redis unavailable: %s",
+                       budget.name, _label(holder), exc)
         return None
     if wait > 0:
         retry_after = max(1, math.ceil(wait / 1_000_000))

@@ -57,7 +57,8 @@ def submit(request):
     except IdempotencyConflict as exc:
         raise ApiError(
             409,
-            f"the idempotency key was already used for task {exc.task.public_id} with a different kind or params",
+            f"the idempotency key was already used for task {exc.task.public_id} "
+            "with a different kind or params",
             "idempotency_key",
         ) from None
     task = result.task

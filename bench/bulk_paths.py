@@ -99,8 +99,8 @@ def bench_throttle(rates: list[float], seconds: float) -> None:
         DeadLetter.objects.filter(status=DeadLetterStatus.OPEN).update(status=DeadLetterStatus.DISCARDED)
         _common.insert_dead_letters(n, task_ids=_common.make_dead_tasks(n), expired=False)
         connection.close()
-        bulk, _ = start_bulk_action(selection=build_selection(action="replay", scope="filter"),
-                                    actor="bench", ip_address=None, rate_per_second=rates[0], pause_threshold=1.0)
+        bulk, _ = start_bulk_action(selection=build_selection(action="replay", scope="filter"), actor="bench",
+                                    ip_address=None, rate_per_second=rates[0], pause_threshold=1.0)
         return bulk
 
     for rate in rates:
@@ -112,8 +112,8 @@ def bench_throttle(rates: list[float], seconds: float) -> None:
         elapsed = time.perf_counter() - start
         measured = n / elapsed
         print(f"throttle {rate:g}/s: {n} letters in {elapsed:.2f}s = {measured:.1f}/s "
-              f"({(measured / rate - 1) * 100:+.1f} % of the configured rate; target within +-5 %) [{outcome}]",
-              flush=True)
+              f"({(measured / rate - 1) * 100:+.1f} % of the configured rate; target within +-5 %) "
+              f"[{outcome}]", flush=True)
 
     # A rate change mid-run: 100/s for ~2 s, then 1,000/s; how soon does the new rate show?
     bulk = fresh(3000)
@@ -127,7 +127,8 @@ def bench_throttle(rates: list[float], seconds: float) -> None:
             changed = False
             while not done.is_set():
                 now = time.perf_counter() - start
-                samples.append((now, BulkAction.objects.filter(pk=bulk.pk).values_list("processed", flat=True)[0]))
+                processed = BulkAction.objects.filter(pk=bulk.pk).values_list("processed", flat=True)[0]
+                samples.append((now, processed))
                 if not changed and now >= 2.0:
                     change_bulk_rate(bulk_id=bulk.pk, rate_per_second=1000, actor="bench")
                     samples.append((time.perf_counter() - start, -1))
@@ -227,16 +228,16 @@ def child(step: str, argv: list[str]) -> None:
 
         start = time.perf_counter()
         selection = build_selection(action="replay", scope="filter", filter_qs="")
-        bulk, _ = start_bulk_action(selection=selection, actor="bench", ip_address=None, rate_per_second=1_000_000,
-                                    pause_threshold=1.0)
+        bulk, _ = start_bulk_action(selection=selection, actor="bench", ip_address=None,
+                                    rate_per_second=1_000_000, pause_threshold=1.0)
         runs = 0
         with CaptureQueriesContext(connection) as queries:
             while True:
                 runs += 1
                 outcome = run_bulk_action(bulk.pk, slice_seconds=3600)
                 bulk.refresh_from_db()
-                if bulk.status in (BulkActionStatus.COMPLETED, BulkActionStatus.CANCELLED, BulkActionStatus.FAILED,
-                                   BulkActionStatus.PAUSED) or runs > 100:
+                if bulk.status in (BulkActionStatus.COMPLETED, BulkActionStatus.CANCELLED,
+                                   BulkActionStatus.FAILED, BulkActionStatus.PAUSED) or runs > 100:
                     break
         seconds = time.perf_counter() - start
         if bulk.status != BulkActionStatus.COMPLETED:

@@ -99,9 +99,11 @@ def run(bench, args) -> None:
         done = ReportTask.objects.filter(pk__gte=first_new, status=TaskStatus.DONE).count()
         if done != n:
             raise SystemExit(f"only {done} of {n} tasks are done; logs in {bench.tmp}")
-        span = TaskAttempt.objects.filter(task_id__gte=first_new).aggregate(a=Min("started_at"), b=Max("finished_at"))
+        span = TaskAttempt.objects.filter(task_id__gte=first_new).aggregate(a=Min("started_at"),
+                                                                            b=Max("finished_at"))
         connection.close()
-        return {"submit": n / submit, "run": n / (span["b"] - span["a"]).total_seconds(), "e2e": n / (submit + wall)}
+        return {"submit": n / submit, "run": n / (span["b"] - span["a"]).total_seconds(),
+                "e2e": n / (submit + wall)}
 
     def bare(kind: str) -> dict:
         conn.flushall()
@@ -116,7 +118,8 @@ def run(bench, args) -> None:
                     raise SystemExit("a job hash is missing or unfinished")
                 starts.append(job.started_at)
                 ends.append(job.ended_at)
-        return {"submit": n / submit, "run": n / (max(ends) - min(starts)).total_seconds(), "e2e": n / (submit + wall)}
+        return {"submit": n / submit, "run": n / (max(ends) - min(starts)).total_seconds(),
+                "e2e": n / (submit + wall)}
 
     def celery(kind: str) -> dict:
         conn.flushall()
@@ -133,14 +136,16 @@ def run(bench, args) -> None:
         launched = time.perf_counter()
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "bench.workers", "worker", "--pool", "prefork",
-             "--concurrency", str(args.workers), "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "--loglevel", "WARNING", "-Q", celery_side.QUEUE],
+             "--concurrency", str(args.workers), "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "--loglevel", "WARNING", "-Q", celery_side.QUEUE],
             # Without DJANGO_SETTINGS_MODULE: a bare Celery, not its Django fix-up.
-            cwd=_common.BASE_DIR, env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}, stdout=log, stderr=subprocess.STDOUT,
+            cwd=_common.BASE_DIR, env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+            stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         bench.workers.append(proc)
-        while conn.llen(celery_side.QUEUE) or conn.hlen("unacked") or not conn.exists(celery_side.FIRST_START_KEY):
+        while (conn.llen(celery_side.QUEUE) or conn.hlen("unacked")
+               or not conn.exists(celery_side.FIRST_START_KEY)):
             if proc.poll() is not None:
                 raise SystemExit(f"the celery worker exited with {proc.returncode}; log in {log.name}")
             time.sleep(0.002)
@@ -163,14 +168,16 @@ def run(bench, args) -> None:
             print(f"round {r} {variant[0]:6} {variant[1]:7}: submit {figures['submit']:8.1f}/s  "
                   f"run {figures['run']:7.1f}/s  e2e {figures['e2e']:7.1f}/s", flush=True)
         print(f"  load average now {os.getloadavg()[0]:.2f}", flush=True)
-    med = {v: {k: statistics.median(f[k] for f in rows) for k in ("submit", "run", "e2e")} for v, rows in results.items()}
+    med = {v: {k: statistics.median(f[k] for f in rows) for k in ("submit", "run", "e2e")}
+           for v, rows in results.items()}
     for variant, m in med.items():
         print(f"median {variant[0]:6} {variant[1]:7}: submit {m['submit']:8.1f}/s  run {m['run']:7.1f}/s  "
               f"e2e {m['e2e']:7.1f}/s")
     for kind in ("fork", "simple"):
         if ("ours", kind) not in results:
             continue
-        per_round = [o["run"] / b["run"] for o, b in zip(results[("ours", kind)], results[("bare", kind)], strict=True)]
+        per_round = [o["run"] / b["run"]
+                     for o, b in zip(results[("ours", kind)], results[("bare", kind)], strict=True)]
         e2e = med[("ours", kind)]["e2e"] / med[("bare", kind)]["e2e"]
         print(f"ratio ours/bare {kind:6} run throughput: median {statistics.median(per_round):.3f} "
               f"(per round {', '.join(f'{x:.3f}' for x in per_round)}; target >= 0.9); end-to-end {e2e:.3f}")

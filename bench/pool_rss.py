@@ -54,8 +54,8 @@ def run(bench, args) -> None:
     from reports.models import ReportTask, TaskStatus
     from reports.services.enqueue import enqueue_attempts_many
 
-    print(f"pool RSS: n={args.n}, 1 worker x 2 horses, REPORT_HORSE_MAX_TASKS={settings.REPORT_HORSE_MAX_TASKS}, "
-          f"database {connection.vendor}")
+    print(f"pool RSS: n={args.n}, 1 worker x 2 horses, "
+          f"REPORT_HORSE_MAX_TASKS={settings.REPORT_HORSE_MAX_TASKS}, database {connection.vendor}")
     print(f"conditions: {_common.conditions()}")
     for start in range(0, args.n, 5000):
         rows = ReportTask.objects.bulk_create(
@@ -63,7 +63,8 @@ def run(bench, args) -> None:
             for _ in range(min(5000, args.n - start))
         )
         enqueue_attempts_many((task.pk, 1, "default", 60) for task in rows)
-    worker = _common.start_worker(bench, name="rss", burst=True, worker_class="reports.worker.worker.ReportWorker")
+    worker = _common.start_worker(bench, name="rss", burst=True,
+                                  worker_class="reports.worker.worker.ReportWorker")
     started = time.perf_counter()
     next_mark = args.every
     while worker.poll() is None:
@@ -71,7 +72,8 @@ def run(bench, args) -> None:
         if done >= next_mark or done == args.n:
             horses = horses_of(worker.pid)
             print(f"{done:7d} done  {done / (time.perf_counter() - started):6.1f}/s  worker RSS "
-                  f"{rss_mb(worker.pid):6.1f} MiB  horses {', '.join(f'{rss_mb(h):.1f}' for h in horses)} MiB  "
+                  f"{rss_mb(worker.pid):6.1f} MiB  "
+                  f"horses {', '.join(f'{rss_mb(h):.1f}' for h in horses)} MiB  "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
             next_mark = (done // args.every + 1) * args.every
         time.sleep(1)

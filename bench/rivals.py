@@ -5,7 +5,8 @@ made by bench/throughput.py with pip from PyPI) and with its own broker, as its 
   dramatiq       Dramatiq, Redis broker (acknowledges after the actor ran)
   procrastinate  Procrastinate, PostgreSQL (its only broker)
 
-    var/bench-venvs/celery/bin/python bench/rivals.py celery --redis URL --postgres URL --n 1000 --concurrency 2
+    var/bench-venvs/celery/bin/python bench/rivals.py celery --redis URL --postgres URL \\
+        --n 1000 --concurrency 2
 
 It enqueues N no-op tasks, starts the worker with `concurrency` tasks at a time, and prints one
 JSON line: {"submit": tasks/s, "run": tasks/s}. run = N / (first task started -> last finished):
@@ -77,7 +78,8 @@ elif RIVAL == "dramatiq":
 elif RIVAL == "procrastinate":
     import procrastinate
 
-    procrastinate_app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=os.environ["BENCH_PG"]))
+    procrastinate_app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=os.environ["BENCH_PG"]))
 
     @procrastinate_app.task(name="rivals.noop", queue="bench")
     def procrastinate_noop():
@@ -101,8 +103,8 @@ def submit(rival: str, n: int) -> None:
 def worker_argv(rival: str, concurrency: int) -> list[str]:
     if rival == "celery":
         return [sys.executable, "-m", "celery", "-A", "rivals:celery_app", "worker", "--pool", "prefork",
-                "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "--loglevel", "WARNING", "-Q", "bench-celery"]
+                "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "--loglevel", "WARNING", "-Q", "bench-celery"]
     if rival == "dramatiq":
         return [sys.executable, "-m", "dramatiq", "rivals", "--processes", str(concurrency), "--threads", "1",
                 "--queues", "bench-dramatiq"]
@@ -133,7 +135,8 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--log", default=os.devnull)
     args = p.parse_args()
-    os.environ.update(BENCH_RIVAL=args.rival, BENCH_REDIS=args.redis, BENCH_PG=args.postgres, BENCH_N=str(args.n))
+    os.environ.update(BENCH_RIVAL=args.rival, BENCH_REDIS=args.redis, BENCH_PG=args.postgres,
+                      BENCH_N=str(args.n))
     if RIVAL != args.rival:  # define the app of the rival asked for: run again with the environment set
         os.execv(sys.executable, [sys.executable, *sys.argv])
     prepare(args.rival)

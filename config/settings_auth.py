@@ -54,7 +54,8 @@ def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
         return None
     header, sep, value = (part.strip() for part in raw.partition("="))
     if not sep or not header or not value:
-        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto=https', got {raw!r}")
+        raise ImproperlyConfigured(
+            f"SECURE_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto=https', got {raw!r}")
     name = header.upper().replace("-", "_")
     return (name if name.startswith("HTTP_") else f"HTTP_{name}", value)
 

@@ -10,7 +10,8 @@ from deadletters.audit import REASON_MAX
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(label=pgettext_lazy("operator note", "Reason"), required=False, max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(label=pgettext_lazy("operator note", "Reason"), required=False,
+                             max_length=REASON_MAX, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class ReplayEditForm(ReasonForm):
@@ -27,7 +28,8 @@ class ReplayEditForm(ReasonForm):
         except json.JSONDecodeError as exc:
             # Where, not Python's English wording of what.
             raise forms.ValidationError(
-                gettext("Not valid JSON (line %(line)d, column %(column)d).") % {"line": exc.lineno, "column": exc.colno}
+                gettext("Not valid JSON (line %(line)d, column %(column)d).")
+                % {"line": exc.lineno, "column": exc.colno}
             ) from None
         except ValueError:
             raise forms.ValidationError(_("Not valid JSON.")) from None

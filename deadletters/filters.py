@@ -145,7 +145,8 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
     status = _get(querydict, "status") or DEFAULT_STATUS
     if status not in DeadLetterStatus.values and status != ALL_STATUSES:
         choices = ", ".join(status_word(value) for value in [*DeadLetterStatus.values, ALL_STATUSES])
-        raise InvalidFilter("status", _("%(value)r is not one of %(choices)s") % {"value": status[:40], "choices": choices})
+        message = _("%(value)r is not one of %(choices)s") % {"value": status[:40], "choices": choices}
+        raise InvalidFilter("status", message)
 
     kind = _get(querydict, "kind")
     if kind and not _KIND_RE.match(kind):
@@ -174,7 +175,8 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
         try:
             batch = uuid.UUID(batch_raw)
         except ValueError:
-            raise InvalidFilter("batch", _("%(value)r is not a batch id") % {"value": batch_raw[:50]}) from None
+            message = _("%(value)r is not a batch id") % {"value": batch_raw[:50]}
+            raise InvalidFilter("batch", message) from None
 
     q = _get(querydict, "q")
     if len(q) > MAX_SEARCH_LENGTH:
@@ -182,7 +184,8 @@ def parse_dead_letter_filters(querydict) -> DeadLetterFilters:
 
     sort = _get(querydict, "sort") or "newest"
     if sort not in SORTS:
-        raise InvalidFilter("sort", _("%(value)r is not one of %(choices)s") % {"value": sort[:40], "choices": ", ".join(SORTS)})
+        message = _("%(value)r is not one of %(choices)s") % {"value": sort[:40], "choices": ", ".join(SORTS)}
+        raise InvalidFilter("sort", message)
 
     return DeadLetterFilters(
         status=status,

@@ -72,7 +72,8 @@ class DeadLetter(models.Model):
         """This death ended its run with attempts to spare: the error was permanent (or the task
         was reaped too often), so running the same params again is expected to fail alike."""
         task = self.task
-        return task.status == TaskStatus.DEAD and self.attempts == task.attempt and task.attempt < task.max_attempts
+        return (task.status == TaskStatus.DEAD and self.attempts == task.attempt
+                and task.attempt < task.max_attempts)
 
 
 class OpenLetterCount(models.Model):
@@ -151,7 +152,8 @@ class AlertMessage(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["channel", "status", "next_attempt_at"], name="alertmsg_channel_next")]
+        indexes = [models.Index(fields=["channel", "status", "next_attempt_at"],
+                                name="alertmsg_channel_next")]
 
     def __str__(self) -> str:
         return f"{self.channel} message {self.msg_uuid} ({self.status})"
@@ -230,7 +232,8 @@ class AlertSnooze(models.Model):
         indexes = [models.Index(fields=["ended_at", "until"], name="snooze_open_until")]
         constraints = [
             models.CheckConstraint(
-                condition=(models.Q(fingerprint="") & ~models.Q(kind="")) | (~models.Q(fingerprint="") & models.Q(kind="")),
+                condition=(models.Q(fingerprint="") & ~models.Q(kind=""))
+                | (~models.Q(fingerprint="") & models.Q(kind="")),
                 name="snooze_cause_or_kind",
             )
         ]
@@ -249,7 +252,8 @@ class BulkActionKind(models.TextChoices):
 def permission_for(action: str) -> str:
     """The permission a dead-letter action needs wherever it is named (console or API, one letter
     or a bulk run): replay, or archive (archive, discard and restore)."""
-    return "deadletters.replay_deadletter" if action == BulkActionKind.REPLAY else "deadletters.archive_deadletter"
+    return ("deadletters.replay_deadletter" if action == BulkActionKind.REPLAY
+            else "deadletters.archive_deadletter")
 
 
 class BulkActionStatus(models.TextChoices):

@@ -144,8 +144,10 @@ class ReportTask(models.Model):
     submitted_by = models.CharField(max_length=150, blank=True)
     # The API client that submitted it (a batch's tasks share the batch's); None for the console and
     # the shell. A token without the operator scope sees only its own tasks.
-    owner = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks")
-    batch = models.ForeignKey(ReportBatch, null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
+    owner = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="tasks")
+    batch = models.ForeignKey(ReportBatch, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="tasks")
     last_error = models.TextField(blank=True)
     output_file = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

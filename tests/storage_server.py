@@ -61,7 +61,8 @@ class S3Server:
         config.write_text(json.dumps(identities))
         ports = _free_ports(10)
         names = ("master", "volume", "filer", "s3", "admin")
-        argv = [weed_binary(), "mini", f"-dir={self.directory / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+        argv = [weed_binary(), "mini", f"-dir={self.directory / 'data'}", "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1"]
         for index, name in enumerate(names):
             argv += [f"-{name}.port={ports[2 * index]}", f"-{name}.port.grpc={ports[2 * index + 1]}"]
         argv += [

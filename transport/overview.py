@@ -18,7 +18,8 @@ def _seconds_since(moment: datetime | None) -> int | None:
 
 
 def queue_overview() -> dict:
-    """Per queue: queued, scheduled, started, failed, deferred; workers alive. Never raises on a dead Redis."""
+    """Per queue: queued, scheduled, started, failed, deferred; workers alive.
+    Never raises on a dead Redis."""
     try:
         connection = redis_connection()
         queues = []
@@ -51,7 +52,8 @@ def queue_overview() -> dict:
         workers.sort(key=lambda w: w["name"])
         return {"reachable": True, "queues": queues, "workers": workers, "error": ""}
     except (RedisError, OSError) as exc:
-        return {"reachable": False, "queues": [], "workers": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"reachable": False, "queues": [], "workers": [],
+                "error": f"{type(exc).__name__}: {exc}"[:300]}
     except Exception as exc:  # odd data in Redis must not turn the dashboard into a 500
         logger.exception("reading RQ state failed")
         return {"reachable": True, "queues": [], "workers": [], "error": f"{type(exc).__name__}: {exc}"[:300]}

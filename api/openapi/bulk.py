@@ -105,7 +105,8 @@ def _canary_properties() -> dict:
             "minimum": 1,
             "maximum": settings.BULK_CANARY_MAX,
             "description": "Replay this many letters first and wait for their outcome (each task done, dead "
-            "again, or BULK_CANARY_WAIT_SECONDS passed); at most the letters the filter matches (409 otherwise).",
+            "again, or BULK_CANARY_WAIT_SECONDS passed); at most the letters the filter matches "
+            "(409 otherwise).",
         },
         "canary_success": {
             "type": "number",
@@ -152,10 +153,10 @@ def bulk_paths() -> dict:
             "startBulkAction",
             "Start a bulk action over every dead letter a filter matches, or count them (dry run)",
             "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the action's permission "
-            "(`deadletters.replay_deadletter`, else `deadletters.archive_deadletter`). The filter is the console "
-            "list's; the workers run the action in batches at `rate_per_second`; letters that die after the "
-            "request are not included. `start_at` schedules it; `canary` makes a replay try that many "
-            "letters first and carry on only when `canary_success` of them end done.",
+            "(`deadletters.replay_deadletter`, else `deadletters.archive_deadletter`). The filter is the "
+            "console list's; the workers run the action in batches at `rate_per_second`; letters that die "
+            "after the request are not included. `start_at` schedules it; `canary` makes a replay try that "
+            "many letters first and carry on only when `canary_success` of them end done.",
             body={"$ref": "#/components/schemas/BulkStartRequest"},
             body_required=True,
             responses={
@@ -176,8 +177,8 @@ def bulk_paths() -> dict:
                 ),
                 "422": error(
                     "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
-                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay) or "
-                    "`canary_success` (not from 0 to 1, or without `canary`)."
+                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay) "
+                    "or `canary_success` (not from 0 to 1, or without `canary`)."
                 ),
             },
         ),
@@ -216,8 +217,8 @@ def bulk_paths() -> dict:
     rate = _post(
         "changeBulkActionRate",
         "Change a bulk action's rate; the runner picks it up within a second",
-        "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the permission of the run's action. "
-        "Audited with the old and new rate.",
+        "Token scope `operator`; sessions: `deadletters.view_bulkaction` and the permission of the run's "
+        "action. Audited with the old and new rate.",
         body={
             "type": "object",
             "additionalProperties": False,
@@ -303,9 +304,9 @@ def bulk_components() -> dict:
                 "outcome_by_cause": {
                     "type": ["array", "null"],
                     "description": "A replay's tasks by the cause (fingerprint) of the letters it replayed, "
-                    f"most replayed first, at most {OUTCOME_CAUSES_MAX}: how many were replayed, how many are "
-                    "done now and how many are dead again now (the rest are still on their way). Null for "
-                    "other actions.",
+                    f"most replayed first, at most {OUTCOME_CAUSES_MAX}: how many were replayed, how many "
+                    "are done now and how many are dead again now (the rest are still on their way). Null "
+                    "for other actions.",
                     "items": {
                         "type": "object",
                         "additionalProperties": False,
@@ -313,7 +314,8 @@ def bulk_components() -> dict:
                         "properties": {
                             "fingerprint": {"type": "string"},
                             "error_type": {"type": "string"},
-                            **{name: {"type": "integer", "minimum": 0} for name in ("replayed", "done", "died_again")},
+                            **{name: {"type": "integer", "minimum": 0}
+                               for name in ("replayed", "done", "died_again")},
                         },
                     },
                 },
@@ -345,7 +347,8 @@ def bulk_components() -> dict:
                 "deadline": {
                     "type": ["string", "null"],
                     "format": "date-time",
-                    "description": "Until when the outcome is awaited (set when the canary's replays are made).",
+                    "description": "Until when the outcome is awaited "
+                    "(set when the canary's replays are made).",
                 },
                 "causes": {
                     "type": "array",

@@ -97,7 +97,8 @@ def group_components() -> dict:
                 "console_url",
             ],
             "properties": {
-                "fingerprint": {"type": "string", "description": "The cause: error type and normalised message."},
+                "fingerprint": {"type": "string",
+                                "description": "The cause: error type and normalised message."},
                 "error_type": {"type": "string"},
                 "sample_message": {
                     "type": "string",

@@ -17,7 +17,8 @@ def decorate_audit(entries) -> list:
         details = entry.details if isinstance(entry.details, dict) else {"value": entry.details}
         entry.bulk_public_id = _uuid_or_none(details.get("bulk"))
         # A bulk replay of one letter at a time is what the letter's "Replay later…" made.
-        later = entry.action == "bulk_replay" and details.get("start_at") and len(details.get("ids") or ()) == 1
+        later = (entry.action == "bulk_replay" and details.get("start_at")
+                 and len(details.get("ids") or ()) == 1)
         entry.shown_action = "replay_later" if later else entry.action
         entry.details_json = pretty_json(details) if details else ""
         diff = details.get("params_diff")

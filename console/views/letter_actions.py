@@ -167,7 +167,8 @@ def replay_edit(request, letter_id: int):
             )
             return redirect(_detail_url(letter.pk))
     # Refused input: the form again with every error, as a 400 (nothing was changed).
-    return render(request, "console/replay_edit.html", _edit_context(letter, form, fields_post=fields_post), status=400)
+    return render(request, "console/replay_edit.html", _edit_context(letter, form, fields_post=fields_post),
+                  status=400)
 
 
 # Per action: the page title when nothing was done, and the message when it was.
@@ -238,7 +239,8 @@ def discard(request, letter_id: int):
         return _state_change(request, letter_id, "discard", "discarded")
     if letter.status != DeadLetterStatus.OPEN:
         conflict = DeadLetterConflict(letter, "discard")
-        return render_conflict(request, title=_NOT_DONE["discarded"], message=letter_conflict(conflict), letter=letter)
+        return render_conflict(request, title=_NOT_DONE["discarded"], message=letter_conflict(conflict),
+                               letter=letter)
     return render(request, "console/discard_confirm.html", {"letter": letter, "form": form})
 
 

@@ -210,7 +210,8 @@ class _ChannelSender:
         slot = self.state.acquire()
         if slot is None:
             self.report.paused = self.report.paused or (
-                f"budget of {self.channel.rate_per_minute}/min spent; next slot in {self.state.seconds_until_slot():.0f}s"
+                f"budget of {self.channel.rate_per_minute}/min spent; "
+                f"next slot in {self.state.seconds_until_slot():.0f}s"
             )
             return _STOP
         now = self.now()

@@ -83,7 +83,8 @@ def build_selection(
 ) -> Selection:
     """Validate what the list form posted. Raises InvalidBulkRequest naming the field."""
     if action not in BulkActionKind.values:
-        raise InvalidBulkRequest("action", _("must be one of %(choices)s") % {"choices": ", ".join(BulkActionKind.values)})
+        choices = ", ".join(BulkActionKind.values)
+        raise InvalidBulkRequest("action", _("must be one of %(choices)s") % {"choices": choices})
     if scope not in SCOPES:
         raise InvalidBulkRequest("scope", _("must be one of %(choices)s") % {"choices": ", ".join(SCOPES)})
     current_max = DeadLetter.objects.aggregate(m=Max("pk"))["m"] or 0
@@ -153,7 +154,6 @@ def preview_bulk_action(*, selection: Selection) -> BulkPreview:
     sample = list(qs.select_related("task").order_by("pk")[:SAMPLE_SIZE])
     permanent = 0
     if selection.action == BulkActionKind.REPLAY:
-        permanent = qs.filter(
-            task__status=TaskStatus.DEAD, attempts=F("task__attempt"), task__attempt__lt=F("task__max_attempts")
-        ).count()
+        permanent = qs.filter(task__status=TaskStatus.DEAD, attempts=F("task__attempt"),
+                              task__attempt__lt=F("task__max_attempts")).count()
     return BulkPreview(selection=selection, count=qs.count(), sample=sample, permanent=permanent)

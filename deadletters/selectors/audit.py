@@ -14,10 +14,8 @@ NO_ACTOR = "(system)"
 def audit_for_dead_letter(letter: DeadLetter, *, limit: int = 100) -> list[AuditEntry]:
     """The letter's and its task's entries, and those of the runs made for this letter alone
     (its "Replay later…": scheduled, started, cancelled)."""
-    own_runs = [
-        str(public_id)
-        for public_id in BulkAction.objects.filter(selected_ids=[letter.pk]).values_list("public_id", flat=True)[:50]
-    ]
+    runs = BulkAction.objects.filter(selected_ids=[letter.pk]).values_list("public_id", flat=True)[:50]
+    own_runs = [str(public_id) for public_id in runs]
     mine = Q(dead_letter=letter) | Q(task_id=letter.task_id)
     if own_runs:
         mine |= Q(details__bulk__in=own_runs)

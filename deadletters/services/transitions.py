@@ -86,7 +86,8 @@ def _fresh_retention(now: datetime) -> dict:
 TRANSITIONS = {
     "archive": _Transition(ARCHIVABLE_STATUSES, DeadLetterStatus.ARCHIVED, lambda now: {"archived_at": now}),
     # "never replay this"
-    "discard": _Transition(DISCARDABLE_STATUSES, DeadLetterStatus.DISCARDED, lambda now: {"discarded_at": now}),
+    "discard": _Transition(DISCARDABLE_STATUSES, DeadLetterStatus.DISCARDED,
+                           lambda now: {"discarded_at": now}),
     "restore": _Transition(RESTORABLE_STATUSES, DeadLetterStatus.OPEN, _fresh_retention),
 }
 # Taking a letter out of sight needs a reason when DEADLETTER_REQUIRE_REASON is on; restoring does not.

@@ -40,7 +40,8 @@ def clean_scopes(scopes) -> list[str]:
     if unknown:
         raise ValueError(f"unknown scope {unknown[0]!r}; the scopes are {', '.join(ApiScope.values)}")
     if chosen == {ApiScope.OPERATOR}:
-        raise ValueError("operator widens submit, read and replay to every client's tasks; give at least one of them")
+        raise ValueError(
+            "operator widens submit, read and replay to every client's tasks; give at least one of them")
     return [scope for scope in ApiScope.values if scope in chosen]
 
 

@@ -99,9 +99,8 @@ def template_of(path: str) -> str:
     path = re.sub(r"^/report/dead-letter/[^/]+/(\w+)$", r"/report/dead-letter/{letter_id}/\1", path)
     path = re.sub(r"^/report/kind/[^/]+/(\w+)$", r"/report/kind/{kind}/\1", path)
     path = re.sub(r"^/report/bulk/(?!start$)[^/]+/(\w+)$", r"/report/bulk/{bulk_id}/\1", path)
-    return re.sub(
-        r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$", r"/report/task/{task_id}/\1", path
-    )
+    return re.sub(r"^/report/task/[^/]+/(status|replay|output|cancel|retry-now|stop)$",
+                  r"/report/task/{task_id}/\1", path)
 
 
 @pytest.fixture
@@ -303,9 +302,11 @@ def plan_scenarios(world):
     schedule = f"/report/dead-letter/{world['to_schedule'].pk}/replay"
     return [
         ("post", "/report/bulk/start", {"data": {"action": "replay", "canary": 5}, **js}, "token"),
-        ("post", "/report/bulk/start", {"data": {"action": "archive", "start_at": "2020-01-01T00:00:00Z"}, **js}, "token"),
+        ("post", "/report/bulk/start",
+         {"data": {"action": "archive", "start_at": "2020-01-01T00:00:00Z"}, **js}, "token"),
         ("post", schedule, {"data": {"start_at": "2020-01-01T00:00:00+08:00"}, **js}, "token"),
-        ("post", schedule, {"data": {"start_at": soon, "reason": "after the fix is deployed"}, **js}, "token"),
+        ("post", schedule, {"data": {"start_at": soon, "reason": "after the fix is deployed"}, **js},
+         "token"),
     ]
 
 
@@ -317,7 +318,8 @@ def operator_scenarios(world):
     cases = []
     for path, missing_path, conflict_path, bad, tail in (
         *(
-            (f"/report/dead-letter/{world[f'to_{a}'].pk}/{a}", f"/report/dead-letter/999999/{a}", None, {"reason": 1}, 2)
+            (f"/report/dead-letter/{world[f'to_{a}'].pk}/{a}", f"/report/dead-letter/999999/{a}", None,
+             {"reason": 1}, 2)
             for a in ("archive", "discard", "restore")
         ),
         (f"/report/dead-letter/{world['to_replay'].pk}/replay", "/report/dead-letter/999999/replay",

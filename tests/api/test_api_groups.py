@@ -61,7 +61,8 @@ def test_each_cause_with_its_counts_deaths_and_trend(operator, settings):
     answer = response.json()
     assert answer["limited"] is False
     start = datetime.fromisoformat(answer["deaths_24h_start"])
-    assert start == timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+    this_hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    assert start == this_hour - timedelta(hours=23)
     orders, region = answer["results"]  # biggest first
     letter = DeadLetter.objects.filter(error_message="orders API unreachable").first()
     assert orders == {

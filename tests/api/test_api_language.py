@@ -24,7 +24,8 @@ def operator_client():
 @pytest.fixture
 def running():
     now = timezone.now()
-    task = make_task(status=TaskStatus.RUNNING, attempt=1, started_at=now, lease_expires_at=now + timedelta(seconds=30))
+    task = make_task(status=TaskStatus.RUNNING, attempt=1, started_at=now,
+                     lease_expires_at=now + timedelta(seconds=30))
     TaskAttempt.objects.create(task=task, number=1, started_at=now, worker="host-a pid 42")
     return task
 
@@ -42,12 +43,14 @@ def test_a_client_that_does_not_ask_for_chinese_reads_english_even_where_languag
     response = cancel(operator_client, running.public_id, **headers)
     assert response.status_code == 409
     assert response.json()["error"] == (
-        f"cannot cancel task {running.public_id}: it is running; only a pending or retrying task can be cancelled"
+        f"cannot cancel task {running.public_id}: it is running; "
+        "only a pending or retrying task can be cancelled"
     )
 
 
 @pytest.mark.parametrize("accept", ["zh-CN", "zh-Hans,en;q=0.5", "fr, zh;q=0.4"])
-def test_a_client_that_asks_for_chinese_reads_the_shared_refusals_in_chinese(operator_client, running, accept):
+def test_a_client_that_asks_for_chinese_reads_the_shared_refusals_in_chinese(operator_client, running,
+                                                                             accept):
     response = cancel(operator_client, running.public_id, HTTP_ACCEPT_LANGUAGE=accept)
     assert response.status_code == 409
     assert response.json() == {

@@ -38,7 +38,8 @@ def test_a_cursor_not_of_the_documented_shape_is_a_400(token_client, cursor):
 
 
 def test_any_cursor_of_the_documented_shape_is_a_page(token_client):
-    response = token_client.get("/report/task/dead-letters", {"cursor": "99999999999999999-999999999999999999"})
+    response = token_client.get("/report/task/dead-letters",
+                                {"cursor": "99999999999999999-999999999999999999"})
     assert response.status_code == 200
     assert response.json()["results"] == []
 
@@ -68,14 +69,16 @@ def test_a_field_that_is_given_must_be_valid(token_client, body, field):
 
 
 def test_a_nul_anywhere_in_the_body_is_refused(token_client):
-    response = post(token_client, "/report/task/submit", {"kind": "http_export", "params": {"records_path": "a\x00b"}})
+    response = post(token_client, "/report/task/submit",
+                    {"kind": "http_export", "params": {"records_path": "a\x00b"}})
     assert response.status_code == 400
     assert "NUL" in response.json()["error"]
     assert not ReportTask.objects.exists()
 
 
 def test_an_idempotency_header_is_checked_like_the_field(token_client):
-    assert post(token_client, "/report/task/submit", {"kind": "probe"}, **{"Idempotency-Key": "ok-1"}).status_code == 201
+    ok = post(token_client, "/report/task/submit", {"kind": "probe"}, **{"Idempotency-Key": "ok-1"})
+    assert ok.status_code == 201
     response = post(token_client, "/report/task/submit", {"kind": "probe"}, **{"Idempotency-Key": "x" * 201})
     assert response.status_code == 422
 
@@ -91,7 +94,8 @@ def test_a_batch_lists_wrong_keys_and_null_fields_in_errors(token_client):
         {"index": 0, "field": "params", "error": "must be a JSON object"},
         {"index": 1, "field": "priority", "error": "must be one of high, default, low"},
     ]
-    bad_key = post(token_client, "/report/batch/submit", {"items": [{"kind": "probe"}], "idempotency_key": None})
+    bad_key = post(token_client, "/report/batch/submit",
+                   {"items": [{"kind": "probe"}], "idempotency_key": None})
     assert bad_key.status_code == 422
     assert bad_key.json()["errors"][0]["field"] == "idempotency_key"
     assert not ReportBatch.objects.exists()
@@ -108,7 +112,8 @@ def test_each_kinds_params_are_described_from_its_own_declaration():
         assert params["additionalProperties"] is False
         assert set(params["properties"]) == {p.name for p in kind.params}
         assert schemas[f"{title}Submit"]["properties"]["kind"]["const"] == name
-        assert schemas[f"{title}BatchItem"]["properties"]["params"] == {"$ref": f"#/components/schemas/{title}Params"}
+        params_ref = {"$ref": f"#/components/schemas/{title}Params"}
+        assert schemas[f"{title}BatchItem"]["properties"]["params"] == params_ref
     assert schemas["ProbeParams"]["properties"]["fail_attempts"] == {
         "type": "integer",
         "minimum": 0,
@@ -183,7 +188,8 @@ def test_the_documented_url_follows_the_allowlist_setting(settings):
     schemas = openapi_document()["components"]["schemas"]
     assert schemas["HttpExportParams"]["properties"]["url"]["not"] == {}
     assert schemas["HttpExportParams"]["required"] == ["url"]
-    assert schemas["HttpExportSubmit"]["required"] == schemas["HttpExportBatchItem"]["required"] == ["kind", "params"]
+    assert (schemas["HttpExportSubmit"]["required"] == schemas["HttpExportBatchItem"]["required"]
+            == ["kind", "params"])
 
 
 def test_a_backwards_sales_range_is_accepted_and_recorded_forwards(token_client):

@@ -24,9 +24,8 @@ def client_for(name):
 
 
 def submit(client, body=None, **headers):
-    return client.post(
-        "/report/task/submit", data=json.dumps(body or SALES), content_type="application/json", headers=headers
-    )
+    return client.post("/report/task/submit", data=json.dumps(body or SALES), content_type="application/json",
+                       headers=headers)
 
 
 def batch(client, n):
@@ -151,7 +150,8 @@ def test_past_the_replay_budget_a_replay_is_429_and_nothing_is_replayed(settings
     letters[2].task.refresh_from_db()
     assert letters[2].task.status == TaskStatus.DEAD
     assert AuditEntry.objects.filter(action="replay").count() == 2
-    other = Client(HTTP_AUTHORIZATION=f"Bearer {create_api_token(name='other', scopes=('replay', 'operator'))[1]}")
+    other_token = create_api_token(name="other", scopes=("replay", "operator"))[1]
+    other = Client(HTTP_AUTHORIZATION=f"Bearer {other_token}")
     assert replay(other, letters[2].task).status_code == 200
 
 

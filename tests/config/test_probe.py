@@ -58,4 +58,5 @@ def test_a_worker_frozen_by_sigstop_fails_its_liveness(start_worker, tmp_path):
         assert time.monotonic() - frozen <= probe.STALE_SECONDS + 5
     finally:
         os.kill(worker.pid, signal.SIGCONT)
-    wait_until(lambda: report_probe("live", probe_file)[0], timeout=15, message="the thawed worker to beat again")
+    wait_until(lambda: report_probe("live", probe_file)[0], timeout=15,
+               message="the thawed worker to beat again")

@@ -59,7 +59,8 @@ def test_the_words_give_every_hour_oldest_first(op_client):
 
     body = op_client.get(GROUPS).content.decode()
 
-    label = re.search(r'aria-label="(\d+ deaths in the last 24 hours; per hour, oldest first: [^"]*)"', body)[1]
+    label = re.search(r'aria-label="(\d+ deaths in the last 24 hours; per hour, oldest first: [^"]*)"',
+                      body)[1]
     counts = [int(n) for n in label.split(": ", 1)[1].rstrip(".").split(", ")]
     assert len(counts) == 24 and counts[0] == 1 and counts[-1] == 1 and sum(counts) == 2
     assert letter.fingerprint[:10] in body

@@ -57,7 +57,8 @@ def every_console_page(letters) -> list[tuple[str, dict]]:
 def test_no_console_page_shows_template_source(client):
     letters = seed_realistic()
     replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="op")
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2,
+                              actor="op")
     leaks = {}
     for path in ("/console/login/",):
         body = client.get(path).content.decode()

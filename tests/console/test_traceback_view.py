@@ -32,7 +32,8 @@ def test_the_final_exception_comes_first_with_its_whole_message():
         "requests.exceptions.ConnectionError: HTTPConnectionPool(host='orders.internal', port=8080): "
         "Max retries\nexceeded with url: /export"
     )
-    assert [s.exception_text for s in parsed.earlier] == ["ConnectionRefusedError: [Errno 111] Connection refused"]
+    assert [s.exception_text for s in parsed.earlier] == [
+        "ConnectionRefusedError: [Errno 111] Connection refused"]
     assert parsed.final.note == "The above exception was the direct cause of the following exception:"
 
 
@@ -73,7 +74,8 @@ def test_a_traceback_cut_short_still_shows_what_it_has():
 
 
 def test_a_runaway_stack_shows_its_most_recent_frames_only():
-    text = "Traceback (most recent call last):\n" + '  File "/srv/app/reports/x.py", line 1, in f\n    f()\n' * 5000
+    frame = '  File "/srv/app/reports/x.py", line 1, in f\n    f()\n'
+    text = "Traceback (most recent call last):\n" + frame * 5000
     parsed = parse_traceback(text + "RecursionError: maximum recursion depth exceeded\n")
     assert sum(len(run.frames) for run in parsed.final.runs) == 60
     assert parsed.final.hidden_frame_count == 4940

@@ -58,7 +58,8 @@ reports.errors.TransientError: orders API unreachable
 def world(client):
     """A console with something on every page: letters in each state, tasks, a batch, bulk runs,
     alerts, audit entries, a paused kind, and a signed-in operator."""
-    operator = get_user_model().objects.create_user("opwei", "op@example.invalid", "pw-opwei-123", is_staff=True)
+    operator = get_user_model().objects.create_user("opwei", "op@example.invalid", "pw-opwei-123",
+                                                    is_staff=True)
     operator.groups.add(operators_group())
     now = timezone.now()
     batch = ReportBatch.objects.create(name="monthclose", total=4, submitted_by="erpclient")
@@ -74,21 +75,26 @@ def world(client):
     for _ in range(2):
         make_dead_letter(error_type="reports.errors.TransientError", error_message="orders API unreachable")
     archived = make_dead_letter(error_message="gone stale", status=DeadLetterStatus.ARCHIVED, archived_at=now)
-    discarded = make_dead_letter(error_message="unwanted", status=DeadLetterStatus.DISCARDED, discarded_at=now)
+    discarded = make_dead_letter(error_message="unwanted", status=DeadLetterStatus.DISCARDED,
+                                 discarded_at=now)
     replayed = make_dead_letter(error_type="reports.errors.PermanentError", error_message="region nowhere")
-    replay_dead_letter(dead_letter_id=replayed.pk, actor="opwei", ip_address="192.0.2.1", reason="fixed region")
+    replay_dead_letter(dead_letter_id=replayed.pk, actor="opwei", ip_address="192.0.2.1",
+                       reason="fixed region")
     make_task(status=TaskStatus.PENDING, batch=batch, next_retry_at=now + timedelta(seconds=30))
     make_task(status=TaskStatus.RUNNING, started_at=now, lease_expires_at=now + timedelta(seconds=12))
-    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=10), last_error="x: y")
+    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=10),
+              last_error="x: y")
     make_task(status=TaskStatus.DONE, batch=batch, finished_at=now)
-    message = AlertMessage.objects.create(title="t", status=AlertStatus.FAILED, attempts=2, last_error="errcode 310000")
+    message = AlertMessage.objects.create(title="t", status=AlertStatus.FAILED, attempts=2,
+                                          last_error="errcode 310000")
     Alert.objects.create(dead_letter=letter, status=AlertStatus.FAILED, message=message)
     Alert.objects.create(dead_letter=letter, status=AlertStatus.SKIPPED)
     Alert.objects.create(dead_letter=letter, status=AlertStatus.PENDING)
     paused = BulkAction.objects.create(
-        action="replay", status=BulkActionStatus.PAUSED, actor="opwei", ip_address="192.0.2.1", reason="after fix",
-        total=10, processed=4, succeeded=3, skipped=1, rate_per_second=20, pause_threshold=0.5,
-        filters={"filter": {"status": "open"}, "max_id": letter.pk}, paused_reason="stopped",
+        action="replay", status=BulkActionStatus.PAUSED, actor="opwei", ip_address="192.0.2.1",
+        reason="after fix", total=10, processed=4, succeeded=3, skipped=1, rate_per_second=20,
+        pause_threshold=0.5, filters={"filter": {"status": "open"}, "max_id": letter.pk},
+        paused_reason="stopped",
     )
     failed = BulkAction.objects.create(
         action="archive", status=BulkActionStatus.FAILED, actor="opwei", total=3, processed=1, succeeded=1,
@@ -97,17 +103,21 @@ def world(client):
     scheduled = BulkAction.objects.create(
         action="replay", status=BulkActionStatus.SCHEDULED, actor="opwei", reason="after fix", total=5,
         rate_per_second=20, filters={"filter": {"status": "open"}, "max_id": letter.pk},
-        start_at=timezone.now() + timedelta(hours=2), canary_size=2, canary_success=0.8, canary_phase="pending",
+        start_at=timezone.now() + timedelta(hours=2), canary_size=2, canary_success=0.8,
+        canary_phase="pending",
     )
     stopped = BulkAction.objects.create(
         action="replay", status=BulkActionStatus.CANARY_FAILED, actor="opwei", reason="after fix", total=5,
-        processed=2, succeeded=2, rate_per_second=20, filters={"filter": {"status": "open"}, "max_id": letter.pk},
+        processed=2, succeeded=2, rate_per_second=20,
+        filters={"filter": {"status": "open"}, "max_id": letter.pk},
         canary_size=2, canary_success=0.8, canary_phase="failed", finished_at=timezone.now(),
-        canary_result={"verdict": "failed", "replayed": 2, "done": 0, "died_again": 1, "unfinished": 1, "needed": 2,
-                       "causes": [], "reason": "Canary failed"},
+        canary_result={"verdict": "failed", "replayed": 2, "done": 0, "died_again": 1, "unfinished": 1,
+                       "needed": 2, "causes": [], "reason": "Canary failed"},
     )
-    record_audit(action="bulk_replay", actor="opwei", item_count=10, reason="after fix", details={"bulk": str(paused.public_id)})
-    record_audit(action="bulk_canary_failed", source="system", item_count=2, details={"bulk": str(stopped.public_id)})
+    record_audit(action="bulk_replay", actor="opwei", item_count=10, reason="after fix",
+                 details={"bulk": str(paused.public_id)})
+    record_audit(action="bulk_canary_failed", source="system", item_count=2,
+                 details={"bulk": str(stopped.public_id)})
     record_audit(action="archive", actor="opwei", dead_letter=archived, task=archived.task, reason="stale")
     record_audit(action="discard", actor="", source="system", dead_letter=discarded, task=discarded.task)
     pause_kind(kind="probe", actor="opwei", reason="downstream maintenance")
@@ -178,13 +188,18 @@ def _posts(world) -> list[tuple[str, dict]]:
     paused, _failed = world["bulks"]
     return [
         ("/console/bulk/preview/", {"action": "replay", "scope": "filter", "filter_qs": "status=open"}),
-        ("/console/bulk/preview/", {"action": "archive", "scope": "selected", "ids": [letter.pk, world["archived"].pk]}),
+        ("/console/bulk/preview/",
+         {"action": "archive", "scope": "selected", "ids": [letter.pk, world["archived"].pk]}),
         ("/console/bulk/preview/", {"action": "restore", "scope": "filter", "filter_qs": "status=open"}),
         ("/console/bulk/preview/", {"action": "replay", "scope": "nowhere"}),
-        ("/console/bulk/start/", {"action": "replay", "scope": "filter", "filter_qs": "status=open", "rate_per_second": "-1"}),
-        ("/console/bulk/start/", {"action": "replay", "scope": "filter", "filter_qs": "status=open", "canary": "0", "start_at": "2020-01-01T02:00"}),
+        ("/console/bulk/start/",
+         {"action": "replay", "scope": "filter", "filter_qs": "status=open", "rate_per_second": "-1"}),
+        ("/console/bulk/start/",
+         {"action": "replay", "scope": "filter", "filter_qs": "status=open", "canary": "0",
+          "start_at": "2020-01-01T02:00"}),
         (f"/console/dead-letters/{letter.pk}/replay/later/", {"start_at": "", "reason": ""}),
-        (f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": '{"url": 5, "colour": 1}', "reason": ""}),
+        (f"/console/dead-letters/{letter.pk}/replay/edit/",
+         {"params": '{"url": 5, "colour": 1}', "reason": ""}),
         (f"/console/dead-letters/{letter.pk}/replay/edit/", {"params": "[1]", "reason": ""}),
         (f"/console/dead-letters/{world['archived'].pk}/archive/", {"reason": ""}),
         (f"/console/bulk/{paused.public_id}/rate/", {"rate_per_second": "0"}),
@@ -208,14 +223,14 @@ def _answers(world, language: str):
         yield f"POST {path}", client.post(path, data, follow=True, **headers)
     client.logout()
     yield "login", client.get("/console/login/?next=/console/", **headers)
-    yield "login failed", client.post("/console/login/", {"username": "opwei", "password": "wrong"}, **headers)
+    yield "login failed", client.post("/console/login/", {"username": "opwei", "password": "wrong"},
+                                      **headers)
     client.force_login(get_user_model().objects.create_user("visitor", "v@example.invalid", "pw-visitor-1"))
     yield "403", client.get("/console/", **headers)
     client.logout()
     for n in range(6):
-        locked = client.post(
-            "/console/login/", {"username": "opwei", "password": f"guess-{n}"}, REMOTE_ADDR="203.0.113.77", **headers
-        )
+        locked = client.post("/console/login/", {"username": "opwei", "password": f"guess-{n}"},
+                             REMOTE_ADDR="203.0.113.77", **headers)
     assert locked.status_code == 429
     yield "429", locked
 
@@ -264,6 +279,7 @@ def test_the_redis_outage_page_speaks_the_page_language(world, language):
 
 def test_the_walk_sees_an_untranslated_string(world):
     """The check itself: an English sentence from the catalogue on a Chinese page is reported."""
-    html = '<html lang="zh-Hans"><body><p>仪表盘</p><p>No open dead letters.</p><p class="msg">No tasks.</p></body></html>'
+    html = ('<html lang="zh-Hans"><body><p>仪表盘</p><p>No open dead letters.</p>'
+            '<p class="msg">No tasks.</p></body></html>')
     found = untranslated(visible_texts(html), english_fragments(), [])
     assert [fragment for _, fragment in found] == ["No open dead letters"]

@@ -27,7 +27,8 @@ DATA_CLASSES = {
     "who",
 }
 DATA_TAGS = {"code", "pre", "script", "style"}
-VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+             "wbr"}
 READ_ATTRIBUTES = ("title", "aria-label", "placeholder", "alt")
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 PLACEHOLDER = re.compile(r"%\(\w+\)[sd]|%[sd]|<[^>]+>|&\w+;")
@@ -46,7 +47,8 @@ class _Collector(HTMLParser):
         attrs = dict(attrs)
         classes = set((attrs.get("class") or "").split())
         # An element in another language on purpose (the language switch names each language in itself).
-        skip = self._skipped() or tag in DATA_TAGS or bool(classes & DATA_CLASSES) or "lang" in attrs and tag != "html"
+        skip = (self._skipped() or tag in DATA_TAGS or bool(classes & DATA_CLASSES)
+                or "lang" in attrs and tag != "html")
         if not skip:
             self.texts.extend(attrs[name] for name in READ_ATTRIBUTES if attrs.get(name))
         return skip
@@ -171,8 +173,8 @@ def message_texts(html: str) -> list[str]:
 
 def english_words(texts: list[str], data: list[str]) -> list[tuple[str, str]]:
     """(text, word) for every English word left in a Chinese message: any word with a lowercase
-    letter, once user data (the given values, what was typed quoted back, ids, hex) is cut out. Not only the catalogue's
-    msgids: a message a service raised without gettext is caught too."""
+    letter, once user data (the given values, what was typed quoted back, ids, hex) is cut out. Not only
+    the catalogue's msgids: a message a service raised without gettext is caught too."""
     found = []
     for text in dict.fromkeys(texts):
         for value in sorted(filter(None, data), key=len, reverse=True):

@@ -143,7 +143,8 @@ def test_the_commands_speak_language_code(settings, tmp_path):
     with pytest.raises(CommandError, match="1 条死信中有 1 条未重放"):
         run("replay_deadletters", "--id", str(replayed.pk), "--reason", "again")
     with pytest.raises(CommandError, match="2 个任务中有 2 个未取消"):
-        call_command("cancel_tasks", str(done.public_id), "nope", stdout=io.StringIO(), stderr=(err := io.StringIO()))
+        call_command("cancel_tasks", str(done.public_id), "nope", stdout=io.StringIO(),
+                     stderr=(err := io.StringIO()))
     assert f"{done.public_id}：无法取消任务 {done.public_id}：它当前已完成" in err.getvalue()
     assert "nope：没有此任务" in err.getvalue()
     out, err = run("export_deadletters", "--status", "all", "--output", str(tmp_path / "letters.jsonl"))

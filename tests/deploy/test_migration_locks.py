@@ -30,8 +30,10 @@ ACCEPTED = {
     ("deadletters.0010_bulk_canary_schedule", "changing-column-type"): "bulk runs: tens of rows",
     ("deadletters.0010_bulk_canary_schedule", "require-concurrent-index-creation"): "bulk runs: tens of rows",
     ("reports.0003_api_token_scopes_and_owners", "adding-foreign-key-constraint"): "empty before any release",
-    ("reports.0003_api_token_scopes_and_owners", "require-concurrent-index-deletion"): "empty before any release",
-    ("reports.0003_api_token_scopes_and_owners", "require-concurrent-index-creation"): "empty before any release",
+    ("reports.0003_api_token_scopes_and_owners", "require-concurrent-index-deletion"):
+        "empty before any release",
+    ("reports.0003_api_token_scopes_and_owners", "require-concurrent-index-creation"):
+        "empty before any release",
     ("reports.0005_cockpit", "constraint-missing-not-valid"): "empty before any release",
     ("reports.0005_cockpit", "disallowed-unique-constraint"): "empty before any release",
     # Dropping the two tables the one alert stack replaced: their rows moved in 0011; a DROP of a
@@ -93,7 +95,8 @@ def test_no_migration_locks_a_large_table_beyond_the_accepted_list(migration_sql
         for rule in squawk_findings(sql, tmp_path / f"{migration}.sql")
         if rule not in NOT_HAZARDS
     }
-    assert found - set(ACCEPTED) == set(), "new locking hazards: fix the migration (CONCURRENTLY, NOT VALID...)"
+    assert found - set(ACCEPTED) == set(), (
+        "new locking hazards: fix the migration (CONCURRENTLY, NOT VALID...)")
     assert set(ACCEPTED) - found == set(), "an accepted hazard is gone: remove its entry"
 
 

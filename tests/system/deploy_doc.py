@@ -26,7 +26,8 @@ ADDRESSES = ("10.0.0.5", "10.0.0.11", "10.0.0.21", "10.0.0.22", "10.0.0.31")
 PORTS = (
     80, 443, 8000,  # nginx, gunicorn
     6379, 6380, 26379, 26380, 26381,  # Redis master, replica, sentinels
-    8333, 18333, 9333, 19333, 8080, 18080, 8888, 18888, 23646, 33646,  # weed mini: s3, master, volume, filer, admin
+    # weed mini: s3, master, volume, filer, admin
+    8333, 18333, 9333, 19333, 8080, 18080, 8888, 18888, 23646, 33646,
 )
 DATABASE_NAME = "report_console"  # the role and the database the page creates
 MOVED_UNDER_ROOT = ("/etc/", "/var/", "/run/", "/usr/local/")
@@ -113,7 +114,8 @@ def parse_unit(text: str) -> Unit:
 class Relocation:
     """The page's set-up, moved onto this machine by one explicit table (see the module docstring)."""
 
-    def __init__(self, *, root: Path, checkout: Path, venv_bin: Path, weed: str, scratch_name: str, free_port):
+    def __init__(self, *, root: Path, checkout: Path, venv_bin: Path, weed: str, scratch_name: str,
+                 free_port):
         self.root = root
         self.ports = {port: free_port() for port in PORTS}
         self.table: dict[str, str] = {address: "127.0.0.1" for address in ADDRESSES}

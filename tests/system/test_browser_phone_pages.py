@@ -30,7 +30,8 @@ FOCUSED = """() => {
   const r = el.getBoundingClientRect();
   return {top: Math.round(r.top + window.scrollY), left: Math.round(r.left), height: Math.round(r.height),
           what: el.tagName.toLowerCase() + (el.name ? "[name=" + el.name + "]" : "") + " "
-                + (el.getAttribute("aria-label") || el.textContent || el.value || "").trim().replace(/\\s+/g, " ").slice(0, 40)};
+                + (el.getAttribute("aria-label") || el.textContent || el.value || "").trim()
+                  .replace(/\\s+/g, " ").slice(0, 40)};
 }"""
 
 
@@ -47,7 +48,8 @@ def other_pages(seeded) -> list[tuple[str, str, str | None]]:
         ("task search", "/console/tasks/?q=orders", "form.filters button[type=submit]"),
         ("task search, bad filter", "/console/tasks/?status=nonsense", "form.filters button[type=submit]"),
         ("bulk actions", "/console/bulk/", None),
-        ("bulk action, paused", f"/console/bulk/{seeded['paused_bulk'].public_id}/", "form[action$='/resume/'] button"),
+        ("bulk action, paused", f"/console/bulk/{seeded['paused_bulk'].public_id}/",
+         "form[action$='/resume/'] button"),
         ("audit", "/console/audit/", "form.filters button[type=submit]"),
     ]
 
@@ -72,7 +74,8 @@ def test_the_other_pages_fit_a_phone_in_light_and_dark(phone, operator, locale):
         for name, path, primary in other_pages(seeded):
             page.goto(path)
             if os.environ.get("SCREENSHOT_DIR"):  # look at them: SCREENSHOT_DIR=/tmp/phone pytest ...
-                shot = Path(os.environ["SCREENSHOT_DIR"]) / f"phone-{locale}-{scheme}-{name.replace(' ', '-').replace(',', '')}.png"
+                slug = name.replace(" ", "-").replace(",", "")
+                shot = Path(os.environ["SCREENSHOT_DIR"]) / f"phone-{locale}-{scheme}-{slug}.png"
                 page.screenshot(path=str(shot), full_page=True)
             problems = layout_problems(page)
             if primary:
@@ -109,12 +112,14 @@ def out_of_order(walk: list[dict]) -> list[str]:
     problems = []
     for before, after in zip(walk, walk[1:], strict=False):
         if after["top"] < before["top"] - SAME_LINE and after["top"] + after["height"] <= before["top"]:
-            problems.append(f"{before['what']!r} at {before['top']} px, then up to {after['what']!r} at {after['top']} px")
+            problems.append(f"{before['what']!r} at {before['top']} px, "
+                            f"then up to {after['what']!r} at {after['top']} px")
     return problems
 
 
 @pytest.mark.parametrize("language", ["en", "zh-CN"])
-def test_tab_follows_the_visual_order_on_the_pages_an_alert_opens(_playwright_browser, live_server, operator, language):
+def test_tab_follows_the_visual_order_on_the_pages_an_alert_opens(_playwright_browser, live_server, operator,
+                                                                  language):
     letters = seed_realistic()
     context = _playwright_browser.new_context(
         base_url=live_server.url, viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=2,

@@ -72,7 +72,8 @@ def test_a_cause_is_replayed_from_the_groups_page_and_the_outcome_followed_live(
 
     expect(page.locator("#bulk-count")).to_have_text("4")
     # The cause by its error, as the operator knows it, not by its 40 hex digits.
-    expect(page.locator("#bulk-scope")).to_contain_text("every open one with cause TransientError: warehouse API down")
+    expect(page.locator("#bulk-scope")).to_contain_text(
+        "every open one with cause TransientError: warehouse API down")
     expect(page.locator("#bulk-scope")).not_to_contain_text(fixed[0].fingerprint)
     page.fill("textarea[name=reason]", "warehouse back")
     page.get_by_role("button", name="Start bulk replay of 4").click()

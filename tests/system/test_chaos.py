@@ -350,8 +350,10 @@ def test_nothing_lost_nothing_done_twice_under_faults(
     elapsed = time.monotonic() - chaos.started
 
     # --- the invariants, task by task --------------------------------------------------
-    assert set(ReportTask.objects.values_list("pk", flat=True)) == set(submitted), "a task was lost or invented"
-    assert not TaskAttempt.objects.filter(outcome=AttemptOutcome.RUNNING).exists(), "an attempt is left running"
+    assert set(ReportTask.objects.values_list("pk", flat=True)) == set(submitted), (
+        "a task was lost or invented")
+    assert not TaskAttempt.objects.filter(outcome=AttemptOutcome.RUNNING).exists(), (
+        "an attempt is left running")
     accepted_uuids = {r.msg_uuid for r in robot.accepted}
     orphans = []
     statuses = Counter()
@@ -376,9 +378,11 @@ def test_nothing_lost_nothing_done_twice_under_faults(
             assert not succeeded, f"a dead task has a successful attempt: {where}"
             letters = list(task.dead_letters.all())
             assert len(letters) == 1 and letters[0].status == DeadLetterStatus.OPEN, where
-            sent = Alert.objects.filter(dead_letter=letters[0], status=AlertStatus.SENT).select_related("message")
+            sent = Alert.objects.filter(dead_letter=letters[0],
+                                        status=AlertStatus.SENT).select_related("message")
             assert any(
-                a.message and a.message.status == AlertStatus.SENT and str(a.message.msg_uuid) in accepted_uuids
+                a.message and a.message.status == AlertStatus.SENT
+                and str(a.message.msg_uuid) in accepted_uuids
                 for a in sent
             ), f"dead letter {letters[0].pk} is in no message the robot accepted: {where}"
             if label == "permanent":
@@ -408,6 +412,7 @@ def test_nothing_lost_nothing_done_twice_under_faults(
               f"failed reaper passes {chaos.reap_errors}")
         print(f"chaos: outcomes {dict(sorted(statuses.items()))}")
         print(f"chaos: attempts {dict(outcomes)}; robot requests {len(robot.received)}, accepted "
-              f"{len(robot.accepted)}; messages {AlertMessage.objects.filter(status=AlertStatus.SENT).count()} "
+              f"{len(robot.accepted)}; "
+              f"messages {AlertMessage.objects.filter(status=AlertStatus.SENT).count()} "
               f"sent ({AlertMessage.objects.filter(is_digest=True).count()} digests)")
         print(f"chaos: files left by attempts that never succeeded: {len(orphans)} {orphans[:10]}")

@@ -32,7 +32,8 @@ def rides_out(housekeeper, probe_file, stop, start, *, down: str) -> None:
     stop()
     wait_until(lambda: f"{down} unreachable" in housekeeper.output(), timeout=30,
                message=f"the housekeeper to notice that {down} is down")
-    wait_until(lambda: not probe("ready", probe_file), timeout=5, message="its readiness to fail (a beat a second)")
+    wait_until(lambda: not probe("ready", probe_file), timeout=5,
+               message="its readiness to fail (a beat a second)")
     held = time.monotonic()
     while time.monotonic() - held < OUTAGE_SECONDS:  # several of its asks, each answered "not yet"
         assert not probe("ready", probe_file) and probe("live", probe_file)
@@ -52,7 +53,8 @@ def test_a_redis_stopped_and_started_again_is_ridden_out(start_housekeeper, tmp_
     server = RedisServer(tmp_path / "redis").start()
     probes = tmp_path / "probe.json"
     try:
-        housekeeper = start_housekeeper(PROBE_FILE=str(probes), REDIS_URL=server.url, REPORT_REENQUEUE_AFTER=0)
+        housekeeper = start_housekeeper(PROBE_FILE=str(probes), REDIS_URL=server.url,
+                                        REPORT_REENQUEUE_AFTER=0)
         # Enqueued in the session's Redis: for the housekeeper's own, a task whose job is lost.
         task = submit_task(kind="probe", params={}).task
         rides_out(housekeeper, probes, server.stop, server.start, down="redis")

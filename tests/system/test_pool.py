@@ -27,7 +27,8 @@ def horses_of(tasks) -> list[int]:
 
 
 def all_done(tasks) -> bool:
-    return ReportTask.objects.filter(pk__in=[t.pk for t in tasks], status=TaskStatus.DONE).count() == len(tasks)
+    done = ReportTask.objects.filter(pk__in=[t.pk for t in tasks], status=TaskStatus.DONE).count()
+    return done == len(tasks)
 
 
 def alive(pid: int) -> bool:
@@ -69,9 +70,8 @@ def test_a_lease_taken_back_kills_the_horse_running_it(start_worker, fast_retrie
     fast_retries.REPORT_MAX_ATTEMPTS = 1
     worker = start_worker()
     task = submit_task(kind="probe", params={"sleep_seconds": 60}).task
-    running = wait_until(
-        lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(), message="the task to start"
-    )
+    running = wait_until(lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).first(),
+                         message="the task to start")
     horse = horse_pid_of_running_attempt(running)
 
     # What the reaper (or an operator's stop) does: the attempt is no longer this worker's.
@@ -94,7 +94,8 @@ def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_wor
     settings.REPORT_LEASE_SECONDS = 2
     first = start_worker()  # holds RQ's scheduler locks too
     task = submit_task(kind="probe", params={"sleep_seconds": 30}).task
-    wait_until(lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).exists(), message="the start")
+    wait_until(lambda: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING).exists(),
+               message="the start")
 
     os.killpg(first.pid, signal.SIGKILL)  # the worker, its scheduler, and (own groups) its horses
     killed_at = timezone.now()
@@ -106,7 +107,8 @@ def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_wor
         attempts = ReportTask.objects.get(pk=task.pk).attempts
         return attempts.filter(number=1).exclude(outcome=AttemptOutcome.RUNNING).exists()
 
-    wait_until(taken_back, timeout=30, interval=0.2, message="the lease to lapse and the reaper to take it back")
+    wait_until(taken_back, timeout=30, interval=0.2,
+               message="the lease to lapse and the reaper to take it back")
     second = wait_until(
         lambda: ReportTask.objects.get(pk=task.pk).attempts.filter(number=2).first(),
         timeout=15, interval=0.05, message="attempt 2 to start",
@@ -120,7 +122,8 @@ def test_a_retry_pending_when_its_whole_worker_dies_runs_again_on_time(start_wor
     assert 1.0 <= rerun <= 1.0 + 2.0, "due by the row: no dead scheduler's lock to wait out"
 
 
-def test_rq_suspend_stops_taking_tasks_and_keeps_serving_the_attempts_in_flight(start_worker, settings, redis_conn):
+def test_rq_suspend_stops_taking_tasks_and_keeps_serving_the_attempts_in_flight(start_worker, settings,
+                                                                                redis_conn):
     """As with rq.Worker, a worker waiting for a job when `rq suspend` comes takes the next one, then
     heeds it; unlike rq.Worker's sleep, the suspended pool keeps recording and renewing the leases
     of the attempts in flight (the reaper would take them back), and takes no new job until resumed."""
@@ -155,18 +158,21 @@ def test_the_store_holds_a_directory_only_for_an_attempt_that_writes_a_file(star
     without = submit_task(kind="probe", params={"write_output": False}).task
     wait_until(lambda: all_done([with_file, without]), message="the tasks to finish")
 
-    assert [p.name for p in (media_root / "reports" / str(with_file.public_id) / "attempt-1").iterdir()] == ["probe.csv"]
+    attempt_dir = media_root / "reports" / str(with_file.public_id) / "attempt-1"
+    assert [p.name for p in attempt_dir.iterdir()] == ["probe.csv"]
     assert not (media_root / "reports" / str(without.public_id)).exists()
 
 
-def test_a_job_a_busy_worker_took_ahead_runs_on_a_free_worker_not_after_the_long_report(start_worker, settings):
+def test_a_job_a_busy_worker_took_ahead_runs_on_a_free_worker_not_after_the_long_report(start_worker,
+                                                                                        settings):
     """A worker whose one horse runs a long report takes the next job ahead, and gives it back to
     its queue after TAKE_AHEAD_SECONDS: a worker that is free runs it meanwhile."""
     settings.REPORT_WORKER_CONCURRENCY = 1
     long = submit_task(kind="probe", params={"write_output": False, "sleep_seconds": 30}).task
     short = submit_task(kind="probe", params={"write_output": False}).task
     busy = start_worker(name_prefix="busy")
-    wait_until(lambda: ReportTask.objects.filter(pk=long.pk, status=TaskStatus.RUNNING).exists(), message="the long report")
+    wait_until(lambda: ReportTask.objects.filter(pk=long.pk, status=TaskStatus.RUNNING).exists(),
+               message="the long report")
 
     free = start_worker(name_prefix="free")
 
@@ -189,7 +195,8 @@ def test_rq_sees_each_report_job_as_its_own_worker_would_leave_it(start_worker, 
     worker = start_worker()
     wait_until(lambda: all_done(tasks), message="the tasks to finish")
     ids = [f"report-{task.pk}-1" for task in tasks]
-    wait_until(lambda: int(redis_conn.hget(f"rq:worker:{worker.name}", "successful_job_count") or 0) == len(ids),
+    wait_until(lambda: int(redis_conn.hget(f"rq:worker:{worker.name}", "successful_job_count") or 0)
+               == len(ids),
                message="RQ to be told of the ends")
 
     finished = FinishedJobRegistry("default", connection=redis_conn, serializer=JobSerializer)

@@ -4,10 +4,10 @@ replica, three sentinels, all started here on free ports); the master is SIGKILL
 Just before the kill the replica is cut off and 20 more tasks are enqueued on the master alone:
 the failover loses their jobs, as an asynchronous replica does. The workers, the housekeeper and
 the web side (a live server probed over HTTP) reconnect to the promoted replica without a restart;
-the housekeeper re-enqueues the lost jobs from the database. Every task ends as its kind says (done, or dead for the
-permanent failures), within its attempt budget; the console and the API answer 2xx or 503 (with
-Retry-After) throughout, never a 500. The failover figure, printed on every run (README,
-"Production"): the time from the kill to the completion of the first task dequeued after it.
+the housekeeper re-enqueues the lost jobs from the database. Every task ends as its kind says (done,
+or dead for the permanent failures), within its attempt budget; the console and the API answer 2xx
+or 503 (with Retry-After) throughout, never a 500. The failover figure, printed on every run
+(README, "Production"): the time from the kill to the completion of the first task dequeued after it.
 """
 
 import subprocess
@@ -123,7 +123,8 @@ class Prober(threading.Thread):
                 "api submit",
                 lambda n=number: self.api.post(
                     f"{url}/report/task/submit",
-                    json={"kind": "probe", "params": {"sleep_seconds": 0.01}, "idempotency_key": f"probe-{n}"},
+                    json={"kind": "probe", "params": {"sleep_seconds": 0.01},
+                          "idempotency_key": f"probe-{n}"},
                     timeout=60,
                 ),
             )
@@ -133,7 +134,8 @@ class Prober(threading.Thread):
 
 
 def test_workers_web_and_housekeeper_ride_out_a_sentinel_failover(
-    failover_settings, sentinel_cluster, subprocess_env, live_server, client, operator, api_token, tmp_path, capsys
+    failover_settings, sentinel_cluster, subprocess_env, live_server, client, operator, api_token, tmp_path,
+    capsys,
 ):
     env = dict(
         subprocess_env(),
@@ -171,9 +173,8 @@ def test_workers_web_and_housekeeper_ride_out_a_sentinel_failover(
         # Writes the replica never gets, as an asynchronous replica loses them in a real failover:
         # cut the replication link, enqueue a few more tasks on the master alone, then kill it.
         sentinel_cluster.cut_replication()
-        unreplicated = {
-            submit_task(kind="probe", params={"sleep_seconds": 0.02}).task.pk: "ok" for _ in range(UNREPLICATED)
-        }
+        unreplicated = {submit_task(kind="probe", params={"sleep_seconds": 0.02}).task.pk: "ok"
+                        for _ in range(UNREPLICATED)}
         left = ReportTask.objects.exclude(status__in=(TaskStatus.DONE, TaskStatus.DEAD)).count()
         killed_at = timezone.now()
         kill_clock = time.monotonic()
@@ -215,7 +216,8 @@ def test_workers_web_and_housekeeper_ride_out_a_sentinel_failover(
 
         # Nothing lost: every task submitted (before the kill and through the API during it) ended
         # as its kind says, within its attempt budget; no attempt was run twice in effect.
-        api_tasks = set(ReportTask.objects.filter(public_id__in=prober.submitted).values_list("pk", flat=True))
+        api_tasks = set(ReportTask.objects.filter(public_id__in=prober.submitted)
+                        .values_list("pk", flat=True))
         assert len(api_tasks) == len(set(prober.submitted))
         statuses = dict(ReportTask.objects.filter(pk__in=expected).values_list("pk", "status"))
         wrong = {pk: (label, statuses[pk]) for pk, label in expected.items()
@@ -247,12 +249,13 @@ def test_workers_web_and_housekeeper_ride_out_a_sentinel_failover(
             print(
                 f"\nfailover: master {old_master[0]}:{old_master[1]} SIGKILLed with {left} of {TASKS} tasks "
                 f"still to run on 2 workers ({connection.vendor}), {UNREPLICATED} of them enqueued after the "
-                f"replica was cut off ({lost} of those lost with the old master, re-enqueued by the housekeeper); "
-                f"sentinels promoted {promoted[0]}:{promoted[1]}; first task dequeued after "
-                f"the kill completed {failover_seconds:.2f}s after it; all {len(expected) + len(api_tasks)} tasks finished "
-                f"{drained_seconds:.1f}s after it"
+                f"replica was cut off ({lost} of those lost with the old master, re-enqueued by the "
+                f"housekeeper); sentinels promoted {promoted[0]}:{promoted[1]}; first task dequeued after "
+                f"the kill completed {failover_seconds:.2f}s after it; all {len(expected) + len(api_tasks)} "
+                f"tasks finished {drained_seconds:.1f}s after it"
             )
-            print(f"failover: HTTP answers during and after the switch {dict(sorted(prober.answers.items()))}")
+            print("failover: HTTP answers during and after the switch "
+                  f"{dict(sorted(prober.answers.items()))}")
     finally:
         if prober is not None:
             prober.stop.set()

@@ -18,7 +18,8 @@ COUNTER = Path(__file__).resolve().parent / "connection_counter"
 
 
 def all_done(tasks) -> bool:
-    return ReportTask.objects.filter(pk__in=[t.pk for t in tasks], status=TaskStatus.DONE).count() == len(tasks)
+    done = ReportTask.objects.filter(pk__in=[t.pk for t in tasks], status=TaskStatus.DONE).count()
+    return done == len(tasks)
 
 
 def test_no_op_probes_open_no_connection_in_their_work_horses(start_worker, tmp_path):

@@ -45,7 +45,9 @@ class Command(BaseCommand):
             help="archive open letters created more than DAYS ago, instead of using expire_at",
         )
         parser.add_argument(
-            "--dry-run", action="store_true", help="change nothing; print counts by kind and fingerprint, each with its error and a sample message"
+            "--dry-run", action="store_true",
+            help="change nothing; print counts by kind and fingerprint, each with its error and a sample "
+            "message",
         )
         parser.add_argument(
             "--batch-size", type=_positive_int, default=1000, help="rows per transaction (1000)"

@@ -15,8 +15,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
-        parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"rows a transaction (default {BATCH_SIZE})")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="count what would be deleted, delete nothing")
+        parser.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                            help=f"rows a transaction (default {BATCH_SIZE})")
 
     def handle(self, *args, dry_run=False, batch_size=BATCH_SIZE, **options):
         if batch_size < 1:

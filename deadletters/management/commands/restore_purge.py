@@ -27,12 +27,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("run", metavar="RUN", help="the purge run, e.g. deadletters-20261124T031500123456Z-4242")
+        parser.add_argument("run", metavar="RUN",
+                            help="the purge run, e.g. deadletters-20261124T031500123456Z-4242")
         parser.add_argument("--actor", required=True, help="who restores it, for the audit log")
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="check every part and count what would be restored, already present, or in conflict; write nothing",
+            help="check every part and count what would be restored, already present, or in conflict; "
+            "write nothing",
         )
 
     def handle(self, *args, **options):
@@ -50,7 +52,8 @@ class Command(BaseCommand):
                 with archive_lock():
                     result = restore_purge(run=run, actor=actor, progress=self._progress)
         except ArchiveLocked as exc:
-            raise CommandError(_("%(why)s: a purge or another restore is running; run this again when it ends") % {"why": exc}) from None
+            message = _("%(why)s: a purge or another restore is running; run this again when it ends")
+            raise CommandError(message % {"why": exc}) from None
         except RestoreError as exc:
             raise CommandError(str(exc)) from None
         self._summary(result)
@@ -64,15 +67,17 @@ class Command(BaseCommand):
 
     def _progress(self, result: RestoreResult, report) -> None:
         if report.error:
-            self.stderr.write(_("part %(part)s: %(error)s; nothing of it was loaded") % {"part": report.number, "error": report.error})
+            message = _("part %(part)s: %(error)s; nothing of it was loaded")
+            self.stderr.write(message % {"part": report.number, "error": report.error})
             return
         now = time.monotonic()
         every_part = self.verbosity >= 2
-        if not every_part and now - self._last_progress < PROGRESS_EVERY_SECONDS and result.parts_done < result.parts:
+        recent = now - self._last_progress < PROGRESS_EVERY_SECONDS
+        if not every_part and recent and result.parts_done < result.parts:
             return
         self._last_progress = now
         self._say(
-            _("%(done)d of %(parts)d parts: %(restored)d letters restored, %(present)d already present (part %(part)d: %(letters)d letters)")
+            _("%(done)d of %(parts)d parts: %(restored)d letters restored, %(present)d already present (part %(part)d: %(letters)d letters)")  # noqa: E501
             % {
                 "done": result.parts_done + len(result.bad_parts),
                 "parts": result.parts,
@@ -93,18 +98,19 @@ class Command(BaseCommand):
             "tasks": result.tasks_made,
         }
         line = (
-            _("dry run of %(run)s: %(restored)d letters would be restored, %(present)d are already present; %(done)d of %(parts)d parts intact; %(tasks)d task rows would be made again")
+            _("dry run of %(run)s: %(restored)d letters would be restored, %(present)d are already present; %(done)d of %(parts)d parts intact; %(tasks)d task rows would be made again")  # noqa: E501
             if result.dry_run
-            else _("restored %(restored)d dead letters of %(run)s as archived; %(present)d were already present; %(done)d of %(parts)d parts loaded; %(tasks)d task rows made again")
+            else _("restored %(restored)d dead letters of %(run)s as archived; %(present)d were already present; %(done)d of %(parts)d parts loaded; %(tasks)d task rows made again")  # noqa: E501
         ) % values
         self._say(line)
         if not result.checksums:
-            self._say(_("this purge recorded no checksums (an earlier release): each part was checked by gzip's CRC and its content only"))
+            self._say(_("this purge recorded no checksums (an earlier release): each part was checked by gzip's CRC and its content only"))  # noqa: E501
 
     def _failure(self, result: RestoreResult) -> str:
         problems = [f"{report.name}: {report.error}" for report in result.bad_parts]
         if result.conflicts:
             problems.append(
-                _("%(n)d letters were not restored: their ids are held by different dead letters (another database?)") % {"n": result.conflicts}
+                _("%(n)d letters were not restored: their ids are held by different dead letters (another database?)") % {"n": result.conflicts}  # noqa: E501
             )
-        return _("the restore of %(run)s is incomplete:") % {"run": result.run} + "\n  " + "\n  ".join(problems)
+        head = _("the restore of %(run)s is incomplete:") % {"run": result.run}
+        return head + "\n  " + "\n  ".join(problems)

@@ -29,7 +29,8 @@ class Command(BaseCommand):
         if retry_failed:
             count = retry_failed_alerts()
             self.stdout.write(
-                ngettext("%(n)d failed alert put back to pending", "%(n)d failed alerts put back to pending", count)
+                ngettext("%(n)d failed alert put back to pending",
+                         "%(n)d failed alerts put back to pending", count)
                 % {"n": count}
             )
         reports = send_due_alerts()

@@ -66,4 +66,5 @@ class Command(BaseCommand):
             if verbosity > 1:
                 self.stdout.write(gettext("seeded %(made)d/%(rows)d orders") % {"made": made, "rows": rows})
         if verbosity:
-            self.stdout.write(gettext("seeded %(n)d demo orders (seed %(seed)d).") % {"n": made, "seed": seed})
+            self.stdout.write(
+                gettext("seeded %(n)d demo orders (seed %(seed)d).") % {"n": made, "seed": seed})

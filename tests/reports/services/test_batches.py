@@ -135,9 +135,8 @@ def test_ten_thousand_items_are_accepted_in_one_transaction_and_fanned_out_by_on
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
 
     # Printed, not asserted: CI machines are shared. The CPU time is the load-independent figure.
-    print(
-        f"\nsubmit_batch of 10,000 items (validate + insert + fan-out job): {elapsed:.2f}s wall, {cpu:.2f}s CPU"
-    )
+    print(f"\nsubmit_batch of 10,000 items (validate + insert + fan-out job): {elapsed:.2f}s wall, "
+          f"{cpu:.2f}s CPU")
     assert created and ReportTask.objects.filter(batch=batch).count() == 10_000
     assert redis_conn.lrange("rq:queue:high", 0, -1) == [f"batch-fan-out-{batch.pk}".encode()]
     assert redis_conn.llen("rq:queue:default") == 0
@@ -165,7 +164,8 @@ def test_batch_of_500_with_permanent_failures(start_worker, fast_retries, token_
     # 10 ms each: long enough for the polls to see the batch move (500 no-ops can finish between
     # three polls of two pool workers).
     items = [
-        {"kind": "probe", "params": {"fail_permanently": i % 25 == 0, "write_output": False, "sleep_seconds": 0.01}}
+        {"kind": "probe",
+         "params": {"fail_permanently": i % 25 == 0, "write_output": False, "sleep_seconds": 0.01}}
         for i in range(500)
     ]
     batch, _ = submit_batch(items=items, name="500 regions")
