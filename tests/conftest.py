@@ -446,9 +446,8 @@ def _playwright_browser(pytestconfig):
 @pytest.fixture
 def page(_playwright_browser, live_server):
     """A fresh browser context per test; `page.base_url` is the live server's address."""
-    context = _playwright_browser.new_context(
-        base_url=live_server.url, viewport={"width": 1280, "height": 900}
-    )
+    context = _playwright_browser.new_context(base_url=live_server.url,
+                                              viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page
@@ -458,9 +457,8 @@ def page(_playwright_browser, live_server):
 @pytest.fixture
 def operator(transactional_db, django_user_model):
     """A staff user in the Operators group (view, replay, archive/discard) with a known password."""
-    user = django_user_model.objects.create_user(
-        "operator", "op@example.invalid", "operator-pass-1", is_staff=True
-    )
+    user = django_user_model.objects.create_user("operator", "op@example.invalid", "operator-pass-1",
+                                                 is_staff=True)
     user.groups.add(operators_group())
     return user
 

@@ -120,9 +120,8 @@ def task_paths() -> dict:
                 **needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
-                    "200": _with_links(
-                        json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS
-                    ),
+                    "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"),
+                                       STATUS_LINKS),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": NOT_FOUND,

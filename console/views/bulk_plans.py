@@ -114,9 +114,8 @@ def replay_later(request, letter_id: int):
         except DeadLetterNotFound:
             raise Http404("No such dead letter") from None
         except TaskNotReplayable as exc:
-            return render_conflict(
-                request, title=_("Not scheduled"), message=replay_refusal(exc), letter=letter
-            )
+            return render_conflict(request, title=_("Not scheduled"), message=replay_refusal(exc),
+                                   letter=letter)
         else:
             when = timezone.localtime(bulk.start_at)
             messages.success(

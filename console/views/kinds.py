@@ -63,9 +63,8 @@ def kind_detail(request, kind):
     if wants_partial(request):
         return render(request, "console/_kind_charts.html", context)
     live = dict(
-        ReportTask.objects.filter(
-            kind=kind, status__in=(TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING)
-        )
+        ReportTask.objects.filter(kind=kind,
+                                  status__in=(TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING))
         .order_by()
         .values_list("status")
         .annotate(n=Count("id"))

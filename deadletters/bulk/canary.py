@@ -91,9 +91,8 @@ def begin_canary_wait(bulk: BulkAction) -> bool:
                          "deadline": deadline.isoformat()},
             )
     if waiting:
-        logger.info(
-            "bulk %s: %s canary replays made, waiting until %s", bulk.public_id, bulk.succeeded, deadline
-        )
+        logger.info("bulk %s: %s canary replays made, waiting until %s", bulk.public_id, bulk.succeeded,
+                    deadline)
     return bool(waiting)
 
 

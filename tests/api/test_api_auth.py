@@ -95,9 +95,8 @@ def test_create_api_token_command_prints_the_token_once_and_it_works(client, cap
         == hashlib.sha256(printed.encode()).hexdigest()
     )
     sales = {"kind": "sales_summary"}
-    response = client.post(
-        SUBMIT, data=sales, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {printed}"
-    )
+    response = client.post(SUBMIT, data=sales, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {printed}")
     assert response.status_code == 201
 
     with pytest.raises(CommandError, match="already exists"):

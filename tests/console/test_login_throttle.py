@@ -128,9 +128,8 @@ def test_the_lock_lifts_after_the_cool_off(client, staff):
     assert _logged_in(_post(client, "alice", PASSWORD))
 
 
-@pytest.mark.parametrize(
-    ("command", "argument"), [("axes_reset_username", "alice"), ("axes_reset_ip", "127.0.0.1")]
-)
+@pytest.mark.parametrize(("command", "argument"),
+                         [("axes_reset_username", "alice"), ("axes_reset_ip", "127.0.0.1")])
 def test_an_operator_unlocks_with_axes_commands(client, staff, command, argument):
     for n in range(5):
         _post(client, "alice", f"guess-{n}")

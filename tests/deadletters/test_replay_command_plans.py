@@ -71,9 +71,8 @@ def test_bad_plans_are_refused_with_the_option_named(args, message):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_canary_is_followed_and_exits_non_zero_with_why(
-    start_worker, start_housekeeper, fast_retries
-):
+def test_a_failing_canary_is_followed_and_exits_non_zero_with_why(start_worker, start_housekeeper,
+                                                                  fast_retries):
     fast_retries.REPORT_MAX_ATTEMPTS = 1
     # Each replay takes 4 s before it dies: longer than the command's 2 s between progress lines.
     letters(9, params={"fail_attempts": 99, "sleep_seconds": 4})

@@ -134,17 +134,15 @@ def seed_live():
         kind="http_export", status=TaskStatus.RUNNING, attempt=2, started_at=now - timedelta(seconds=95),
         lease_expires_at=now + timedelta(seconds=20), submitted_by="finance-scheduler",
     )
-    TaskAttempt.objects.create(
-        task=running, number=2, started_at=now - timedelta(seconds=95), worker="report-2.internal pid 4102"
-    )
+    TaskAttempt.objects.create(task=running, number=2, started_at=now - timedelta(seconds=95),
+                               worker="report-2.internal pid 4102")
     retrying = make_task(
         kind="sales_summary", status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(minutes=3),
         last_error="requests.exceptions.ConnectionError: HTTPConnectionPool(host='orders.internal', "
         "port=8080): Max retries exceeded",
     )
-    pending = make_task(
-        kind="sales_summary", status=TaskStatus.PENDING, params={"region": "eu", "month": "2026-10"}
-    )
+    pending = make_task(kind="sales_summary", status=TaskStatus.PENDING,
+                        params={"region": "eu", "month": "2026-10"})
     paused = BulkAction.objects.create(
         action="replay", status="paused", total=120, processed=48, succeeded=40, skipped=8, actor="operator",
         reason="orders API back", rate_per_second=10, pause_threshold=0.5,
@@ -152,9 +150,8 @@ def seed_live():
         filters={"scope": "filter", "filter": {"status": "open", "kind": "http_export"},
                  "max_id": letters[-1].pk},
     )
-    BulkAction.objects.create(
-        action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator"
-    )
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2,
+                              actor="operator")
     snooze_alerts(fingerprint=letters[0].fingerprint, minutes=120, reason="orders API maintenance window",
                   actor="operator")
     pause_kind(kind="http_export", actor="operator", reason="orders API down until 04:00")

@@ -98,9 +98,8 @@ def layout_problems(page) -> list[str]:
 def test_alert_pages_fit_a_phone_in_light_and_dark(phone, operator, locale):
     letters = seed_realistic()
     replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(
-        action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator"
-    )
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2,
+                              actor="operator")
     found: dict[str, list] = {}
     for scheme in ("light", "dark"):
         page = phone(scheme, locale)

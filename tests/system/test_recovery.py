@@ -80,9 +80,8 @@ def test_a_poison_pill_dies_after_its_budget_with_the_cause(start_worker, fast_r
 
     for attempt in (1, 2, 3):  # the report takes its work-horse down every time (the OOM killer)
         running = wait_until(
-            lambda n=attempt: ReportTask.objects.filter(
-                pk=task.pk, status=TaskStatus.RUNNING, attempt=n
-            ).first(),
+            lambda n=attempt: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING,
+                                                        attempt=n).first(),
             message=f"attempt {attempt} to start",
         )
         os.kill(horse_pid_of_running_attempt(running), signal.SIGKILL)
@@ -154,9 +153,8 @@ def test_a_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, fast_r
 
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
-    assert list(done.attempts.values_list("outcome", flat=True)) == [
-        AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED
-    ]
+    outcomes = list(done.attempts.values_list("outcome", flat=True))
+    assert outcomes == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
     assert csv_files(done) == [f"attempt-{done.attempt}/probe.csv"]
 
 
@@ -177,9 +175,8 @@ def test_orphaned_work_horse_dies_with_its_worker(start_worker, fast_retries):
     start_worker()
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
-    assert list(done.attempts.values_list("outcome", flat=True)) == [
-        AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED
-    ]
+    outcomes = list(done.attempts.values_list("outcome", flat=True))
+    assert outcomes == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
     assert csv_files(done) == ["attempt-2/probe.csv"]
 
 

@@ -63,9 +63,8 @@ class Command(BaseCommand):
             default=None,
             help="RQ worker class (default: RQ['WORKER_CLASS'], reports.worker.worker.ReportWorker)",
         )
-        parser.add_argument(
-            "--no-seed", action="store_true", help="skip the demo orders (10,000 on first start)"
-        )
+        parser.add_argument("--no-seed", action="store_true",
+                            help="skip the demo orders (10,000 on first start)")
 
     def handle(self, *args, addr, workers, worker_class, no_seed, **options):
         redis_server = None
