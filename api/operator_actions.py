@@ -122,10 +122,13 @@ def _scheduled_replay(request, letter_id: int, reason: str, data: dict):
     if "params" in data:
         raise ApiError(422, "a scheduled replay runs the letter's own params; leave params out", "params")
     if not (isinstance(data["start_at"], str) and data["start_at"].strip()):
-        raise ApiError(422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at")
+        raise ApiError(
+            422, "must be a date and time with its UTC offset, such as 2026-11-25T02:00:00+08:00", "start_at"
+        )
     try:
         bulk, letter = schedule_letter_replay(
-            dead_letter_id=letter_id, start_at=parse_start_at(data["start_at"]), reason=reason, **_who(request)
+            dead_letter_id=letter_id, start_at=parse_start_at(data["start_at"]), reason=reason,
+            **_who(request),
         )
     except DeadLetterNotFound:
         raise ApiError(404, "no such dead letter") from None
@@ -137,7 +140,8 @@ def _scheduled_replay(request, letter_id: int, reason: str, data: dict):
         raise ApiError(422, str(exc), exc.field) from None
     except ReasonRequired as exc:
         raise ApiError(422, str(exc), "reason") from None
-    body = {"ok": True, "id": letter_id, "task_id": str(letter.task.public_id), "scheduled": bulk_status_body(bulk)}
+    body = {"ok": True, "id": letter_id, "task_id": str(letter.task.public_id),
+            "scheduled": bulk_status_body(bulk)}
     response = JsonResponse(body, status=202)
     response["Location"] = reverse("api:bulk-status", args=[bulk.public_id])
     return response

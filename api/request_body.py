@@ -99,5 +99,6 @@ def idempotency_key(request, data: dict):
                 "idempotency_key",
             )
     if header_key is not None and body_key is not None and header_key != body_key:
-        raise ApiError(409, "the Idempotency-Key header and the idempotency_key field differ", "idempotency_key")
+        raise ApiError(409, "the Idempotency-Key header and the idempotency_key field differ",
+                       "idempotency_key")
     return header_key if header_key is not None else body_key

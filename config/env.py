@@ -111,7 +111,8 @@ def env_rate(name: str, default: str) -> tuple[int, int] | None:
     count, _, unit = (part.strip() for part in raw.partition("/"))
     period = RATE_PERIODS.get(unit)
     if not count.isdigit() or int(count) < 1 or period is None:
-        raise ImproperlyConfigured(f"{name} must be like 600/minute (second, minute, hour, day) or off, got {raw!r}")
+        raise ImproperlyConfigured(f"{name} must be like 600/minute (second, minute, hour, day) or off, "
+                                   f"got {raw!r}")
     return int(count), period
 
 
@@ -133,5 +134,6 @@ def env_kind_map(name: str, *, choices=None, minimum: int | None = None) -> dict
                 if minimum is not None and result[kind] < minimum:
                     raise ValueError
         except ValueError:
-            raise ImproperlyConfigured(f"{name} must look like 'kind=value,kind=value', got {part!r}") from None
+            raise ImproperlyConfigured(f"{name} must look like 'kind=value,kind=value', "
+                                       f"got {part!r}") from None
     return result

@@ -80,7 +80,8 @@ def readyz(request):
         passed = check()
         checks[name] = {"ok": passed, "ms": round((time.monotonic() - started) * 1000)}
     ready = all(check["ok"] for check in checks.values())
-    response = JsonResponse({"status": "ready" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    response = JsonResponse({"status": "ready" if ready else "unavailable", "checks": checks},
+                            status=200 if ready else 503)
     if not ready:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

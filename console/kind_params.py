@@ -72,7 +72,8 @@ def fits_fields(kind, params: dict) -> bool:
 
 def posted_values(kind, post) -> dict:
     """What each field posted, as text (a switch posts a hidden "false" and, when on, "true")."""
-    return {p.name: post.getlist(FIELD_PREFIX + p.name)[-1] for p in kind.params if post.getlist(FIELD_PREFIX + p.name)}
+    return {p.name: post.getlist(FIELD_PREFIX + p.name)[-1]
+            for p in kind.params if post.getlist(FIELD_PREFIX + p.name)}
 
 
 def params_from_fields(kind, post) -> dict:

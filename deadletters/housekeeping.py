@@ -18,7 +18,8 @@ def alerts_send() -> str:
 
 def data_retention() -> str:
     """What RETENTION_DAYS says is old enough goes (deadletters/services/retention.py)."""
-    return ", ".join(f"{what} {count}" for what, count in data_prune().deleted.items() if count) or "nothing old"
+    deleted = data_prune().deleted.items()
+    return ", ".join(f"{what} {count}" for what, count in deleted if count) or "nothing old"
 
 
 DUTIES = (

@@ -16,6 +16,7 @@ def _on_task_died(sender, *, task, failure, **kwargs) -> None:
 @receiver(batch_completed_with_dead, dispatch_uid="deadletters.batch_summary_alert")
 def _on_batch_completed_with_dead(sender, *, batch, progress, **kwargs) -> None:
     enqueue_batch_summary_alert(
-        batch=batch, total=progress.total, done=progress.done, dead=progress.dead, finished_at=batch.finished_at
+        batch=batch, total=progress.total, done=progress.done, dead=progress.dead,
+        finished_at=batch.finished_at,
     )
 

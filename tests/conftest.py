@@ -158,7 +158,8 @@ def freeze_between_heartbeats(worker, task) -> None:
     for _ in range(5):
         lease = ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
         wait_until(
-            lambda lease=lease: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk) != lease,
+            lambda lease=lease: ReportTask.objects.values_list("lease_expires_at", flat=True).get(pk=task.pk)
+            != lease,
             interval=0.005,
             message="a heartbeat",
         )
@@ -346,7 +347,8 @@ def start_worker(subprocess_env, redis_conn, tmp_path, request):
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
         name = f"{name_prefix}-{next(_worker_numbers)}-{os.getpid()}"
         worker = WorkerProcess(
-            env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler, worker_class=worker_class
+            env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler,
+            worker_class=worker_class,
         )
         started.append(worker)
         return worker.wait_ready(redis_conn)
@@ -444,7 +446,8 @@ def _playwright_browser(pytestconfig):
 @pytest.fixture
 def page(_playwright_browser, live_server):
     """A fresh browser context per test; `page.base_url` is the live server's address."""
-    context = _playwright_browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context = _playwright_browser.new_context(base_url=live_server.url,
+                                              viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page
@@ -454,7 +457,8 @@ def page(_playwright_browser, live_server):
 @pytest.fixture
 def operator(transactional_db, django_user_model):
     """A staff user in the Operators group (view, replay, archive/discard) with a known password."""
-    user = django_user_model.objects.create_user("operator", "op@example.invalid", "operator-pass-1", is_staff=True)
+    user = django_user_model.objects.create_user("operator", "op@example.invalid", "operator-pass-1",
+                                                 is_staff=True)
     user.groups.add(operators_group())
     return user
 
@@ -543,7 +547,8 @@ def make_death(*, kind="probe", error_type="reports.errors.PermanentError", mess
     )
     TaskAttempt.objects.create(task=task, number=1, started_at=timezone.now(), worker="test pid 1")
     failure = FailureInfo(
-        error_type=error_type, message=message, traceback=f"Traceback\n{error_type}: {message}", retriable=False
+        error_type=error_type, message=message, traceback=f"Traceback\n{error_type}: {message}",
+        retriable=False,
     )
     assert record_attempt_failure(task_id=task.pk, attempt=1, failure=failure) == TaskStatus.DEAD
     return DeadLetter.objects.get(task=task)

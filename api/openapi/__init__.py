@@ -16,11 +16,14 @@ from api.openapi.tasks import task_paths
 
 TAGS = [
     {"name": "tasks", "description": "Submit a report task, follow it, download its file, replay it."},
-    {"name": "dead letters", "description": "Tasks that died: open letters, newest first, and grouped by cause."},
+    {"name": "dead letters",
+     "description": "Tasks that died: open letters, newest first, and grouped by cause."},
     {"name": "batches", "description": "Many tasks submitted at once, and their progress."},
     {"name": "Task controls", "description": "Cancel, retry now or stop one task."},
-    {"name": "Operator actions", "description": "What an operator does to one dead letter or kind: archive, discard, restore, edited replay, pause, resume."},
-    {"name": "Bulk actions", "description": "One action over every dead letter a filter matches, at a rate, with a status to poll."},
+    {"name": "Operator actions", "description": "What an operator does to one dead letter or kind: archive, "
+     "discard, restore, edited replay, pause, resume."},
+    {"name": "Bulk actions",
+     "description": "One action over every dead letter a filter matches, at a rate, with a status to poll."},
     {"name": "alerts", "description": "Snoozes: mute the alerts of a cause or a kind for a time."},
     {"name": "documentation", "description": "This document."},
 ]
@@ -32,7 +35,8 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
     return {
         "openapi": "3.1.0",
         "servers": [
-            {"url": (server_url or settings.CONSOLE_BASE_URL).rstrip("/"), "description": "This report console."}
+            {"url": (server_url or settings.CONSOLE_BASE_URL).rstrip("/"),
+             "description": "This report console."}
         ],
         "tags": TAGS,
         "info": {
@@ -53,7 +57,8 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **group_paths(), **control_paths(), **operator_paths(), **bulk_paths(), **batch_paths(), **alert_paths()},
+        "paths": {**task_paths(), **group_paths(), **control_paths(), **operator_paths(), **bulk_paths(),
+                  **batch_paths(), **alert_paths()},
         "components": _with(
             components(public=public), {**control_components(), **group_components(), **bulk_components()}
         ),

@@ -55,7 +55,8 @@ def alert_paths() -> dict:
                                     {
                                         "required": ["kind"],
                                         "properties": {"kind": {"type": "string"}},
-                                        "not": {"required": ["fingerprint"], "properties": {"fingerprint": {}}},
+                                        "not": {"required": ["fingerprint"],
+                                                "properties": {"fingerprint": {}}},
                                     },
                                 ],
                                 "properties": {

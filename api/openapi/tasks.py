@@ -120,7 +120,8 @@ def task_paths() -> dict:
                 **needs_scope("read"),
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
-                    "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"), STATUS_LINKS),
+                    "200": _with_links(json_response("The task.", "#/components/schemas/TaskStatus"),
+                                       STATUS_LINKS),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": NOT_FOUND,
@@ -170,7 +171,8 @@ def task_paths() -> dict:
                 "parameters": [TASK_ID_PARAM],
                 "responses": {
                     "200": {
-                        "description": "The file as an attachment; Content-Type by its extension (CSV, XLSX, JSON).",
+                        "description": "The file as an attachment; Content-Type by its extension "
+                        "(CSV, XLSX, JSON).",
                         "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
                     },
                     "401": UNAUTHORIZED,

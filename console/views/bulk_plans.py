@@ -114,13 +114,15 @@ def replay_later(request, letter_id: int):
         except DeadLetterNotFound:
             raise Http404("No such dead letter") from None
         except TaskNotReplayable as exc:
-            return render_conflict(request, title=_("Not scheduled"), message=replay_refusal(exc), letter=letter)
+            return render_conflict(request, title=_("Not scheduled"), message=replay_refusal(exc),
+                                   letter=letter)
         else:
             when = timezone.localtime(bulk.start_at)
             messages.success(
                 request,
                 _("Dead letter %(id)s will be replayed at %(when)s (%(zone)s); you can cancel it until then.")
-                % {"id": letter.pk, "when": when.strftime("%Y-%m-%d %H:%M"), "zone": zone_context()["zone_offset"]},
+                % {"id": letter.pk, "when": when.strftime("%Y-%m-%d %H:%M"),
+                   "zone": zone_context()["zone_offset"]},
             )
             return redirect(reverse("console:deadletter-detail", args=[letter.pk]))
     return render(

@@ -115,7 +115,8 @@ def deadletter_groups(request):
     try:
         filters = parse_dead_letter_filters(request.GET)
     except InvalidFilter as exc:
-        context.update(filter_error=filter_refusal(exc), filters=_raw_filters(request.GET), groups=[], groups_view=True)
+        context.update(filter_error=filter_refusal(exc), filters=_raw_filters(request.GET), groups=[],
+                       groups_view=True)
         template = "console/_groups_table.html" if wants_partial(request) else "console/groups.html"
         return render(request, template, context, status=_filter_error_status(request))
     groups = letter_selectors.fingerprint_groups_with_trends(filters)

@@ -47,7 +47,8 @@ def kind_list(request, *, error: str = "", status: int = 200):
     return render(
         request,
         "console/kinds.html",
-        {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX, "error": error},
+        {"rows": rows, "can_act": request.user.has_perm(REPLAY_PERMISSION), "reason_max": REASON_MAX,
+         "error": error},
         status=status,
     )
 
@@ -62,7 +63,8 @@ def kind_detail(request, kind):
     if wants_partial(request):
         return render(request, "console/_kind_charts.html", context)
     live = dict(
-        ReportTask.objects.filter(kind=kind, status__in=(TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING))
+        ReportTask.objects.filter(kind=kind,
+                                  status__in=(TaskStatus.PENDING, TaskStatus.RETRYING, TaskStatus.RUNNING))
         .order_by()
         .values_list("status")
         .annotate(n=Count("id"))
@@ -85,7 +87,8 @@ def kind_detail(request, kind):
 def kind_pause(request, kind):
     reason = request.POST.get("reason", "").strip()
     if len(reason) > REASON_MAX:
-        return kind_list(request, error=_("The reason may have at most %(max)d characters.") % {"max": REASON_MAX}, status=400)
+        error = _("The reason may have at most %(max)d characters.") % {"max": REASON_MAX}
+        return kind_list(request, error=error, status=400)
     try:
         row, created = pause_kind(
             kind=kind, actor=actor(request), reason=reason, ip_address=client_ip(request)
@@ -93,11 +96,13 @@ def kind_pause(request, kind):
     except InvalidParams:
         raise Http404("no such report kind") from None
     if created:
-        messages.success(request, _("%(kind)s paused: its tasks wait (no attempts used) until you resume it.") % {"kind": kind})
+        message = _("%(kind)s paused: its tasks wait (no attempts used) until you resume it.")
+        messages.success(request, message % {"kind": kind})
     else:
         messages.info(
             request,
-            _("%(kind)s was already paused by %(who)s.") % {"kind": kind, "who": row.paused_by or _("someone")},
+            _("%(kind)s was already paused by %(who)s.")
+            % {"kind": kind, "who": row.paused_by or _("someone")},
         )
     return redirect("console:kind-list")
 
@@ -115,7 +120,8 @@ def kind_resume(request, kind):
     messages.success(
         request,
         ngettext(
-            "%(kind)s resumed; %(n)d waiting task enqueued.", "%(kind)s resumed; %(n)d waiting tasks enqueued.", waiting
+            "%(kind)s resumed; %(n)d waiting task enqueued.",
+            "%(kind)s resumed; %(n)d waiting tasks enqueued.", waiting
         )
         % {"kind": kind, "n": waiting},
     )

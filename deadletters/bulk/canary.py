@@ -65,7 +65,8 @@ def canary_counts(bulk: BulkAction) -> CanaryCounts:
         unfinished=Count("pk", filter=Q(status__in=UNFINISHED)),
     )
     return CanaryCounts(
-        replayed=counts["replayed"], done=counts["done"], died_again=counts["dead"], unfinished=counts["unfinished"]
+        replayed=counts["replayed"], done=counts["done"], died_again=counts["dead"],
+        unfinished=counts["unfinished"],
     )
 
 
@@ -86,10 +87,12 @@ def begin_canary_wait(bulk: BulkAction) -> bool:
                 action="bulk_canary_wait",
                 source="system",
                 item_count=bulk.succeeded,
-                details={"bulk": str(bulk.public_id), "replayed": bulk.succeeded, "deadline": deadline.isoformat()},
+                details={"bulk": str(bulk.public_id), "replayed": bulk.succeeded,
+                         "deadline": deadline.isoformat()},
             )
     if waiting:
-        logger.info("bulk %s: %s canary replays made, waiting until %s", bulk.public_id, bulk.succeeded, deadline)
+        logger.info("bulk %s: %s canary replays made, waiting until %s", bulk.public_id, bulk.succeeded,
+                    deadline)
     return bool(waiting)
 
 
@@ -241,7 +244,8 @@ def canary_view(bulk: BulkAction) -> dict | None:
         **counts,
         "deadline": bulk.canary_deadline,
         "causes": [
-            {"fingerprint": c["fingerprint"], "error_type": c["error_type"], "count": c["count"], "newest": c["newest"]}
+            {"fingerprint": c["fingerprint"], "error_type": c["error_type"], "count": c["count"],
+             "newest": c["newest"]}
             for c in causes
         ],
         "reason": reason,

@@ -83,7 +83,8 @@ def _finish(bulk: BulkAction) -> None:
     bulk.refresh_from_db()
     missing = max(bulk.total - bulk.processed, 0)
     with transaction.atomic():  # the notice commits with the completion, or neither does
-        running = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING, processed=bulk.processed)
+        running = BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.RUNNING,
+                                            processed=bulk.processed)
         finished = running.update(
             status=BulkActionStatus.COMPLETED,
             finished_at=timezone.now(),
@@ -134,7 +135,9 @@ def _run_locked(bulk_id, lock, *, clock, sleep, slice_seconds) -> str:
     if not claimed:
         return bulk.status
     BulkAction.objects.filter(pk=bulk_id, started_at=None).update(started_at=now)
-    BulkAction.objects.filter(pk=bulk_id, canary_phase=CanaryPhase.PENDING).update(canary_phase=CanaryPhase.RUNNING)
+    BulkAction.objects.filter(pk=bulk_id, canary_phase=CanaryPhase.PENDING).update(
+        canary_phase=CanaryPhase.RUNNING
+    )
     try:
         selection = selection_of(bulk)
         throttle = Throttle(bulk.rate_per_second, clock=clock, sleep=sleep)
@@ -151,7 +154,8 @@ def _run_locked(bulk_id, lock, *, clock, sleep, slice_seconds) -> str:
                 size = batch_size_for(bulk.rate_per_second)
             # Until its verdict, a canary replays no more than its k, and the verdict (not the
             # died-again watch) judges what they led to (deadletters.bulk.canary).
-            canary_left = bulk.canary_size - bulk.succeeded if bulk.canary_phase == CanaryPhase.RUNNING else None
+            canary_left = (bulk.canary_size - bulk.succeeded
+                           if bulk.canary_phase == CanaryPhase.RUNNING else None)
             if canary_left is None and clock() >= next_watch:
                 # The died-again count scans this bulk's replays: once a second is often enough.
                 next_watch = clock() + WATCH_INTERVAL_SECONDS

@@ -46,7 +46,8 @@ def promote_due_bulk_actions(*, now: datetime | None = None, limit: int = 100) -
                 action="bulk_scheduled_start",
                 source="system",
                 item_count=BulkAction.objects.filter(pk=pk).values_list("total", flat=True).first() or 0,
-                details={"bulk": str(public_id), "start_at": start_at.isoformat(), "late_seconds": round(late, 3)},
+                details={"bulk": str(public_id), "start_at": start_at.isoformat(),
+                         "late_seconds": round(late, 3)},
             )
             enqueue_after_commit(pk)
         started.append(pk)
@@ -68,7 +69,8 @@ def schedule_letter_replay(
         raise TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
     selection = build_selection(action=BulkActionKind.REPLAY, scope=SCOPE_SELECTED, ids=[letter.pk])
     bulk, _ = start_bulk_action(
-        selection=selection, actor=actor, ip_address=ip_address, reason=reason, start_at=start_at, source=source
+        selection=selection, actor=actor, ip_address=ip_address, reason=reason, start_at=start_at,
+        source=source,
     )
     return bulk, letter
 

@@ -120,7 +120,8 @@ def replay_dead_letter(
         )
         if bulk is not None and marked:
             # What the bulk watches: the tasks its replays put back in the pipeline.
-            DeadLetter.objects.filter(pk__in=marked, status=DeadLetterStatus.REPLAYED).update(replayed_in=bulk)
+            replayed = DeadLetter.objects.filter(pk__in=marked, status=DeadLetterStatus.REPLAYED)
+            replayed.update(replayed_in=bulk)
     return task
 
 

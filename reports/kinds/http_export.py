@@ -43,7 +43,8 @@ class HttpExport(ReportKind):
             ),
             schema_extra=lambda: url_schema(settings.HTTP_EXPORT_ALLOWED_HOSTS),
         ),
-        Param("format", "string", default="csv", choices=("csv", "xlsx"), description=gettext_noop("file format")),
+        Param("format", "string", default="csv", choices=("csv", "xlsx"),
+              description=gettext_noop("file format")),
         Param(
             "records_path",
             "string",
@@ -77,7 +78,8 @@ class HttpExport(ReportKind):
         records_path = params.get("records_path", "")
         if not isinstance(records_path, str) or len(records_path) > 200:
             raise InvalidParams("records_path", gettext("must be a dotted path string"))
-        return {**cleaned, "format": choice(params, "format", ("csv", "xlsx"), "csv"), "records_path": records_path}
+        return {**cleaned, "format": choice(params, "format", ("csv", "xlsx"), "csv"),
+                "records_path": records_path}
 
     def _check(self, url: str, *, must_resolve: bool) -> outbound.CheckedUrl:
         try:
@@ -93,7 +95,9 @@ class HttpExport(ReportKind):
         """HTTP_EXPORT_URL, checked like any URL; what is wrong with it is logged for the operators,
         and the client reads only that the default source is refused."""
         if not settings.HTTP_EXPORT_URL:
-            raise InvalidParams("url", gettext("is required (no default source, HTTP_EXPORT_URL, is configured)"))
+            raise InvalidParams(
+                "url", gettext("is required (no default source, HTTP_EXPORT_URL, is configured)")
+            )
         try:
             return self._check(settings.HTTP_EXPORT_URL, must_resolve=must_resolve)
         except InvalidParams as exc:
@@ -135,7 +139,8 @@ def url_schema(allowed_hosts) -> dict:
     address checks that need DNS are left to the submit and the fetch). No allowlist: no URL."""
     origins = []
     for host, port in sorted(outbound.allowlist(allowed_hosts), key=str):
-        written = (f"[{host}]" if ":" in host else host).replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
+        bracketed = f"[{host}]" if ":" in host else host
+        written = bracketed.replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
         for scheme, default_port in outbound.DEFAULT_PORTS.items():
             if port is None or port == default_port:
                 origins.append(f"{scheme}://{written}(?::{default_port})?")

@@ -149,7 +149,8 @@ def find_records(doc: JsonText, records_path: str) -> int:
         found = [(path, index) for path, index in level if doc.is_record_list(index)]
         if len(found) > 1:
             paths = ", ".join(escape_controls(path) for path, _ in found[:5])
-            raise PermanentError(f"the response holds several lists of objects; set records_path to one of {paths}")
+            raise PermanentError("the response holds several lists of objects; "
+                                 f"set records_path to one of {paths}")
         if found:
             return found[0][1]
         level = [

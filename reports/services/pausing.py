@@ -34,7 +34,8 @@ class KindNotPaused(Exception):
 
 def _check_kind(kind: object) -> str:
     if not isinstance(kind, str) or kind not in KINDS:
-        raise InvalidParams("kind", _("unknown report kind; known: %(known)s") % {"known": ", ".join(sorted(KINDS))})
+        raise InvalidParams("kind", _("unknown report kind; known: %(known)s")
+                            % {"known": ", ".join(sorted(KINDS))})
     return kind
 
 

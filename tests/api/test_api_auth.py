@@ -95,7 +95,8 @@ def test_create_api_token_command_prints_the_token_once_and_it_works(client, cap
         == hashlib.sha256(printed.encode()).hexdigest()
     )
     sales = {"kind": "sales_summary"}
-    response = client.post(SUBMIT, data=sales, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {printed}")
+    response = client.post(SUBMIT, data=sales, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {printed}")
     assert response.status_code == 201
 
     with pytest.raises(CommandError, match="already exists"):
@@ -181,7 +182,8 @@ def test_a_session_submit_needs_the_add_permission_and_the_probe_its_own(staff):
                            content_type="application/json", headers=headers)
     assert (in_batch.status_code, in_batch.json()["field"]) == (403, "kind")
     assert not ReportTask.objects.exists()
-    assert client.post(SUBMIT, data=sales, content_type="application/json", headers=headers).status_code == 201
+    answer = client.post(SUBMIT, data=sales, content_type="application/json", headers=headers)
+    assert answer.status_code == 201
 
 
 def test_bearer_post_needs_no_csrf_token(api_token):

@@ -56,7 +56,8 @@ def test_schemathesis_finds_no_failure_with_every_check(live_server, api_token, 
     output = result.stdout + result.stderr
     # The whole report stays readable after the run (CI prints only this test's summary).
     (Path(settings.VAR_DIR) / "schemathesis-last-run.txt").write_text(output)
-    summary = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed)|No issues found", line)]
+    summary = [line for line in output.splitlines()
+               if re.search(r"\d+ (passed|failed)|No issues found", line)]
     print("\n".join(summary[-6:]))
     failures = output[output.find("FAILURES") :] if "FAILURES" in output else output[-6000:]
     assert result.returncode == 0, failures[:20000]

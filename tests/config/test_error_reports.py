@@ -56,5 +56,6 @@ def test_debug_page_masks_urls_webhook_and_environment(production_like, accept):
 def test_mask_url_secrets_keeps_what_is_not_secret():
     assert mask_url_secrets("https://console.example/dead-letters/?page=2") == "https://console.example/dead-letters/?page=2"
     assert mask_url_secrets("redis://:pw@r:6379/0") == "redis://:********************@r:6379/0"
-    assert mask_url_secrets("postgres://u:p@h/db and more") == "postgres://u:********************@h/db and more"
+    masked = "postgres://u:********************@h/db and more"
+    assert mask_url_secrets("postgres://u:p@h/db and more") == masked
     assert mask_url_secrets("https://x/send?a=1&access_token=abc&b=2") == "https://x/send?a=1&access_token=********************&b=2"

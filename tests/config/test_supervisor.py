@@ -37,5 +37,6 @@ def test_exits_while_a_dependency_is_down_are_restarted_with_backoff_and_never_s
     assert code == 0, err  # stopped by the timer (as by Ctrl-C), not by a crash loop
     assert child.starts >= 4, err  # more exits than UP_RESTART_LIMIT allows
     assert "crash loop" not in err
-    said = "worker1 exited with 3 while database did not answer (not counted as a crash); restarting it in 2 s"
+    said = ("worker1 exited with 3 while database did not answer (not counted as a crash); "
+            "restarting it in 2 s")
     assert said in err

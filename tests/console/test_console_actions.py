@@ -179,7 +179,8 @@ def test_two_operators_replaying_at_once_make_one_run(django_user_model):
     letter.refresh_from_db()
     winner = letter.replayed_by
     loser = next(r for r in responses.values() if r.status_code == 409).content.decode()
-    assert f"Already replayed by {winner} at {timezone.localtime(letter.replayed_at):%Y-%m-%d %H:%M:%S}" in loser
+    when = timezone.localtime(letter.replayed_at)
+    assert f"Already replayed by {winner} at {when:%Y-%m-%d %H:%M:%S}" in loser
     assert len(queued_job_ids()) == 1
     assert AuditEntry.objects.filter(action="replay").count() == 1
 
@@ -434,7 +435,8 @@ def test_kind_pause_and_resume_audit_the_client_address_behind_trusted_proxies(c
     client.force_login(operator)
     proxied = {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.66, 203.0.113.9"}
 
-    assert client.post("/console/kinds/probe/pause/", {"reason": "warehouse down"}, **proxied).status_code == 302
+    paused = client.post("/console/kinds/probe/pause/", {"reason": "warehouse down"}, **proxied)
+    assert paused.status_code == 302
     assert client.post("/console/kinds/probe/resume/", **proxied).status_code == 302
 
     entries = AuditEntry.objects.filter(action__in=("pause_kind", "resume_kind"))
@@ -451,7 +453,8 @@ def test_discard_asks_first_and_explains_archive_versus_discard(client_alice):
     assert f'<a class="btn btn-danger" href="{url("discard", letter)}">Discard…</a>' in detail
     assert "Archive or discard?" in detail and "never archived, never purged" in detail
 
-    for asked in (client_alice.get(url("discard", letter)), client_alice.post(url("discard", letter), {"reason": "noise"})):
+    for asked in (client_alice.get(url("discard", letter)),
+                  client_alice.post(url("discard", letter), {"reason": "noise"})):
         page = asked.content.decode()
         assert asked.status_code == 200
         assert f"Discard dead letter {letter.pk}?" in page and 'name="confirmed" value="yes"' in page

@@ -21,7 +21,8 @@ LOGIN = "/console/login/"
 @pytest.fixture
 def staff():
     model = get_user_model()
-    return {name: model.objects.create_user(name, "", PASSWORD, is_staff=True) for name in ("alice", "bob", "carol")}
+    return {name: model.objects.create_user(name, "", PASSWORD, is_staff=True)
+            for name in ("alice", "bob", "carol")}
 
 
 def _post(client, username, password, *, path=LOGIN, **meta):
@@ -127,7 +128,8 @@ def test_the_lock_lifts_after_the_cool_off(client, staff):
     assert _logged_in(_post(client, "alice", PASSWORD))
 
 
-@pytest.mark.parametrize(("command", "argument"), [("axes_reset_username", "alice"), ("axes_reset_ip", "127.0.0.1")])
+@pytest.mark.parametrize(("command", "argument"),
+                         [("axes_reset_username", "alice"), ("axes_reset_ip", "127.0.0.1")])
 def test_an_operator_unlocks_with_axes_commands(client, staff, command, argument):
     for n in range(5):
         _post(client, "alice", f"guess-{n}")

@@ -9,7 +9,8 @@ def test_variable_parts_of_a_message_are_replaced_by_placeholders():
         "123e4567-e89b-12d3-a456-426614174000 user bob@example.com"
     )
 
-    assert normalise_message(message) == "Timeout after <n>s fetching <url> for <str> id <hex> <uuid> user <email>"
+    expected = "Timeout after <n>s fetching <url> for <str> id <hex> <uuid> user <email>"
+    assert normalise_message(message) == expected
 
 
 def test_one_cause_with_other_numbers_ids_and_urls_has_one_fingerprint():

@@ -71,7 +71,8 @@ def test_bad_plans_are_refused_with_the_option_named(args, message):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_canary_is_followed_and_exits_non_zero_with_why(start_worker, start_housekeeper, fast_retries):
+def test_a_failing_canary_is_followed_and_exits_non_zero_with_why(start_worker, start_housekeeper,
+                                                                  fast_retries):
     fast_retries.REPORT_MAX_ATTEMPTS = 1
     # Each replay takes 4 s before it dies: longer than the command's 2 s between progress lines.
     letters(9, params={"fail_attempts": 99, "sleep_seconds": 4})
@@ -81,13 +82,15 @@ def test_a_failing_canary_is_followed_and_exits_non_zero_with_why(start_worker, 
 
     with pytest.raises(CommandError) as failed:
         call_command(
-            "replay_deadletters", "--kind", "probe", "--canary", "3", "--canary-success", "1", "--reason", "retry",
+            "replay_deadletters", "--kind", "probe", "--canary", "3", "--canary-success", "1",
+            "--reason", "retry",
             stdout=out, stderr=io.StringIO(),
         )
 
     printed = out.getvalue()
     assert "canary of 3 first (100% must succeed)" in printed
-    assert "canary: 0 of 3 replayed tasks done, 0 died again, 3 unfinished (3 must be done; decided by" in printed
+    assert ("canary: 0 of 3 replayed tasks done, 0 died again, 3 unfinished (3 must be done; decided by"
+            in printed)
     assert "canary_failed: 3 of 9 (33%), 3 replayed; Canary failed:" in printed
     assert "the bulk replay ended canary_failed: Canary failed:" in str(failed.value)
     assert "had to succeed. The rest of the selection was not replayed." in str(failed.value)

@@ -33,7 +33,8 @@ def test_an_output_is_stored_under_its_attempt_and_read_back(report_storage, tmp
         assert handle.read() == b"a,b\n1,2\n"
 
 
-@pytest.mark.parametrize("name", ["", "missing.csv", "../outside.txt", "/etc/hostname", "reports/../../x", "a\x00b"])
+@pytest.mark.parametrize("name", ["", "missing.csv", "../outside.txt", "/etc/hostname", "reports/../../x",
+                                  "a\x00b"])
 def test_missing_or_escaping_names_open_nothing(report_storage, tmp_path, name):
     stored(tmp_path, "t1", 1)
     assert open_output(name) is None

@@ -70,7 +70,8 @@ scalars = (
     | st.text(max_size=40)
 )
 json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=16,
 )
 not_a_dict = json_values.filter(lambda v: not isinstance(v, dict))
@@ -86,7 +87,8 @@ bad_fail_attempts = st.one_of(
     st.integers(max_value=-1),
     st.integers(min_value=1001),
     # JSON Schema counts 2.0 as an integer, and so does the kind: only non-integral or out-of-range floats.
-    st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not (f.is_integer() and 0 <= f <= 1000)),
+    st.floats(allow_nan=False, allow_infinity=False)
+    .filter(lambda f: not (f.is_integer() and 0 <= f <= 1000)),
     json_values.filter(lambda v: isinstance(v, bool) or not isinstance(v, int)),
 )
 unknown_key = st.text(min_size=1, max_size=20).filter(lambda k: k not in PROBE_FIELDS)
@@ -98,7 +100,8 @@ bad_probe_params = st.one_of(
     st.dictionaries(unknown_key, json_values, min_size=1, max_size=3),
     not_a_dict.filter(lambda v: v is not None),
 )
-bad_kind = st.one_of(json_values.filter(lambda v: not isinstance(v, str)), st.text().filter(lambda s: s not in KINDS))
+bad_kind = st.one_of(json_values.filter(lambda v: not isinstance(v, str)),
+                     st.text().filter(lambda s: s not in KINDS))
 bad_priority = json_values.filter(lambda v: v not in (None, "") and v not in Priority.values)
 bad_key = st.one_of(
     json_values.filter(lambda v: v not in (None, "") and not isinstance(v, str)),
@@ -371,16 +374,20 @@ BULK_SELECTION_CASES = [
 # The preview is a dry run that shows these in its confirmation form; start must refuse them.
 BULK_START_CASES = [
     ("negative rate", {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "-5"}),
-    ("enormous rate", {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "1e30"}),
-    ("rate not a number", {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "fast"}),
+    ("enormous rate",
+     {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "1e30"}),
+    ("rate not a number",
+     {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "fast"}),
     ("NaN rate", {"action": "archive", "scope": "selected", "ids": ["LETTER"], "rate_per_second": "nan"}),
-    ("negative threshold", {"action": "replay", "scope": "selected", "ids": ["LETTER"], "pause_threshold": "-1"}),
-    ("threshold over 1", {"action": "replay", "scope": "selected", "ids": ["LETTER"], "pause_threshold": "10"}),
+    ("negative threshold",
+     {"action": "replay", "scope": "selected", "ids": ["LETTER"], "pause_threshold": "-1"}),
+    ("threshold over 1",
+     {"action": "replay", "scope": "selected", "ids": ["LETTER"], "pause_threshold": "10"}),
     ("1 MB reason", {"action": "archive", "scope": "selected", "ids": ["LETTER"], "reason": "r" * MB}),
 ]
-BULK_CASES = [(step, label, data) for step in ("preview", "start") for label, data in BULK_SELECTION_CASES] + [
-    ("start", label, data) for label, data in BULK_START_CASES
-]
+BULK_CASES = [
+    (step, label, data) for step in ("preview", "start") for label, data in BULK_SELECTION_CASES
+] + [("start", label, data) for label, data in BULK_START_CASES]
 
 
 @pytest.mark.parametrize("step,label,data", BULK_CASES, ids=[f"{c[0]}: {c[1]}" for c in BULK_CASES])
@@ -465,7 +472,8 @@ def test_an_allowed_source_that_redirects_gets_no_second_request(token_client, s
     try:
         settings.HTTP_EXPORT_ALLOWED_HOSTS = [f"127.0.0.1:{redirector.server_port}"]
         url = f"http://127.0.0.1:{redirector.server_port}/"
-        response = post_json(token_client, "/report/task/submit", {"kind": "http_export", "params": {"url": url}})
+        response = post_json(token_client, "/report/task/submit",
+                             {"kind": "http_export", "params": {"url": url}})
         assert response.status_code == 201
         task = ReportTask.objects.get(public_id=response.json()["task_id"])
         task.attempt = 1

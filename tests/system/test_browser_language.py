@@ -11,7 +11,9 @@ from tests.factories import make_dead_letter
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_header_switch_turns_the_console_chinese_and_the_choice_sticks(page, operator, _playwright_browser, live_server):
+def test_the_header_switch_turns_the_console_chinese_and_the_choice_sticks(
+    page, operator, _playwright_browser, live_server
+):
     letter = make_dead_letter(error_message="orders API unreachable")
     browser_login(page, next_path=f"/console/dead-letters/{letter.pk}/")
     expect(page.get_by_role("heading", name=f"Dead letter #{letter.pk}")).to_be_visible()

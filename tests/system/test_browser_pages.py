@@ -53,7 +53,8 @@ def seed_realistic(now=None):
             (
                 "http_export",
                 CONNECTION_ERROR,
-                f"HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded with url: /export?page={i}",
+                f"HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded with url: "
+                f"/export?page={i}",
                 batch,
                 3,
             )
@@ -133,21 +134,29 @@ def seed_live():
         kind="http_export", status=TaskStatus.RUNNING, attempt=2, started_at=now - timedelta(seconds=95),
         lease_expires_at=now + timedelta(seconds=20), submitted_by="finance-scheduler",
     )
-    TaskAttempt.objects.create(task=running, number=2, started_at=now - timedelta(seconds=95), worker="report-2.internal pid 4102")
+    TaskAttempt.objects.create(task=running, number=2, started_at=now - timedelta(seconds=95),
+                               worker="report-2.internal pid 4102")
     retrying = make_task(
         kind="sales_summary", status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(minutes=3),
-        last_error="requests.exceptions.ConnectionError: HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded",
+        last_error="requests.exceptions.ConnectionError: HTTPConnectionPool(host='orders.internal', "
+        "port=8080): Max retries exceeded",
     )
-    pending = make_task(kind="sales_summary", status=TaskStatus.PENDING, params={"region": "eu", "month": "2026-10"})
+    pending = make_task(kind="sales_summary", status=TaskStatus.PENDING,
+                        params={"region": "eu", "month": "2026-10"})
     paused = BulkAction.objects.create(
         action="replay", status="paused", total=120, processed=48, succeeded=40, skipped=8, actor="operator",
-        reason="orders API back", rate_per_second=10, pause_threshold=0.5, paused_reason="Paused by operator.",
-        filters={"scope": "filter", "filter": {"status": "open", "kind": "http_export"}, "max_id": letters[-1].pk},
+        reason="orders API back", rate_per_second=10, pause_threshold=0.5,
+        paused_reason="Paused by operator.",
+        filters={"scope": "filter", "filter": {"status": "open", "kind": "http_export"},
+                 "max_id": letters[-1].pk},
     )
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator")
-    snooze_alerts(fingerprint=letters[0].fingerprint, minutes=120, reason="orders API maintenance window", actor="operator")
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2,
+                              actor="operator")
+    snooze_alerts(fingerprint=letters[0].fingerprint, minutes=120, reason="orders API maintenance window",
+                  actor="operator")
     pause_kind(kind="http_export", actor="operator", reason="orders API down until 04:00")
-    return {"letters": letters, "running": running, "retrying": retrying, "pending": pending, "paused_bulk": paused}
+    return {"letters": letters, "running": running, "retrying": retrying, "pending": pending,
+            "paused_bulk": paused}
 
 
 def test_login_lands_on_the_page_asked_for_and_dashboard_refreshes_itself(page, operator):
@@ -208,7 +217,8 @@ def test_filter_the_list_by_fingerprint_from_the_groups_view(page, operator):
     # Another death of the same cause while the operator looks: the first page says so within 10 s.
     make_dead_letter(
         error_type=CONNECTION_ERROR,
-        error_message="HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded with url: /export?page=99",
+        error_message="HTTPConnectionPool(host='orders.internal', port=8080): Max retries exceeded with url: "
+        "/export?page=99",
     )
     expect(page.locator("#new-letters")).to_contain_text("1 new dead letter", timeout=15_000)
     page.locator("#new-letters").get_by_role("link", name="Show it").click()
@@ -294,9 +304,10 @@ def _bulk_whose_replays_died_again(letters):
     from deadletters.services.replay import replay_dead_letter
 
     bulk = BulkAction.objects.create(
-        action="replay", status="completed", total=len(letters), processed=len(letters), succeeded=len(letters),
-        actor="operator", reason="orders API back?", rate_per_second=200, pause_threshold=0.5,
-        filters={"scope": "filter", "max_id": letters[0].pk, "filter": {"fingerprint": letters[0].fingerprint}},
+        action="replay", status="completed", total=len(letters), processed=len(letters),
+        succeeded=len(letters), actor="operator", reason="orders API back?", rate_per_second=200,
+        pause_threshold=0.5, filters={"scope": "filter", "max_id": letters[0].pk,
+                                      "filter": {"fingerprint": letters[0].fingerprint}},
         finished_at=timezone.now(),
     )
     for letter in letters:

@@ -24,7 +24,8 @@ WIDTH, HEIGHT = 390, 844
 # Every visible element that ends past the screen's edges, except inside a region that scrolls by
 # itself (a traceback, the params): "cut off" is what a thumb cannot reach by scrolling down.
 CUT_OFF = """(width) => {
-  const scrolls = el => { const s = getComputedStyle(el); return s.overflowX === "auto" || s.overflowX === "scroll"; };
+  const scrolls = el => { const s = getComputedStyle(el);
+    return s.overflowX === "auto" || s.overflowX === "scroll"; };
   const inScroller = el => { for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
     if (scrolls(p)) return true; } return false; };
   const out = [];
@@ -33,8 +34,10 @@ CUT_OFF = """(width) => {
     if (!r.width || !r.height || getComputedStyle(el).visibility === "hidden") continue;
     if (el.closest(".visually-hidden") || inScroller(el)) continue;
     if (r.right > width + 0.5 || r.left < -0.5) {
-      out.push(el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ? "." + el.className.trim().split(/\\s+/).join(".") : "")
-               + " [" + Math.round(r.left) + ".." + Math.round(r.right) + "] " + (el.textContent || "").trim().slice(0, 40));
+      out.push(el.tagName.toLowerCase() + (el.className && typeof el.className === "string"
+                 ? "." + el.className.trim().split(/\\s+/).join(".") : "")
+               + " [" + Math.round(r.left) + ".." + Math.round(r.right) + "] "
+               + (el.textContent || "").trim().slice(0, 40));
     }
   }
   return out.slice(0, 15);
@@ -71,8 +74,10 @@ def alert_pages(letters) -> list[tuple[str, str, str | None]]:
     letter = letters[0]
     return [
         ("dead letter", f"/console/dead-letters/{letter.pk}/", "#letter-actions button.btn-primary"),
-        ("replay confirmation", f"/console/dead-letters/{letter.pk}/replay/", "form.confirm-form button.btn-primary"),
-        ("discard confirmation", f"/console/dead-letters/{letter.pk}/discard/", "form.confirm-form button.btn-danger"),
+        ("replay confirmation", f"/console/dead-letters/{letter.pk}/replay/",
+         "form.confirm-form button.btn-primary"),
+        ("discard confirmation", f"/console/dead-letters/{letter.pk}/discard/",
+         "form.confirm-form button.btn-danger"),
         ("groups", "/console/dead-letters/groups/", None),
         ("list", "/console/dead-letters/", None),
         ("list, all statuses", "/console/dead-letters/?status=all", None),
@@ -93,7 +98,8 @@ def layout_problems(page) -> list[str]:
 def test_alert_pages_fit_a_phone_in_light_and_dark(phone, operator, locale):
     letters = seed_realistic()
     replay_dead_letter(dead_letter_id=letters[1].pk, actor="operator", ip_address=None)
-    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2, actor="operator")
+    BulkAction.objects.create(action="archive", status="completed", total=2, processed=2, succeeded=2,
+                              actor="operator")
     found: dict[str, list] = {}
     for scheme in ("light", "dark"):
         page = phone(scheme, locale)
@@ -102,7 +108,8 @@ def test_alert_pages_fit_a_phone_in_light_and_dark(phone, operator, locale):
         for name, path, primary in alert_pages(letters):
             page.goto(path)
             if os.environ.get("SCREENSHOT_DIR"):  # look at them: SCREENSHOT_DIR=/tmp/phone pytest ...
-                shot = Path(os.environ["SCREENSHOT_DIR"]) / f"phone-{locale}-{scheme}-{name.replace(' ', '-').replace(',', '')}.png"
+                slug = name.replace(" ", "-").replace(",", "")
+                shot = Path(os.environ["SCREENSHOT_DIR"]) / f"phone-{locale}-{scheme}-{slug}.png"
                 page.screenshot(path=str(shot), full_page=True)
             problems = layout_problems(page)
             if primary:

@@ -26,7 +26,8 @@ def test_a_cause_is_replayed_from_the_death_card_in_two_taps_on_a_chinese_phone(
     fingerprint = cause[0].fingerprint
     assert other.fingerprint != fingerprint
     alert = Alert(category="dead_letter", fingerprint=fingerprint, dead_letter=cause[0],
-                  payload={"kind": "probe", "dead_letter_id": cause[0].pk, "task_id": str(cause[0].task.public_id),
+                  payload={"kind": "probe", "dead_letter_id": cause[0].pk,
+                           "task_id": str(cause[0].task.public_id),
                            "error_type": cause[0].error_type, "error_message": cause[0].error_message,
                            "attempts": 3, "retriable": True})
     card = alert_card(alert)
@@ -51,7 +52,8 @@ def test_a_cause_is_replayed_from_the_death_card_in_two_taps_on_a_chinese_phone(
         body = page.locator("main").inner_text()
         assert "orders API unreachable" in body and "4" in body
         start = page.locator("form.confirm-form button.btn-primary")
-        assert start.bounding_box()["y"] + start.bounding_box()["height"] <= 844 * 2  # reachable without hunting
+        box = start.bounding_box()
+        assert box["y"] + box["height"] <= 844 * 2  # reachable without hunting
         start.tap()  # tap 2: start the bulk replay of the cause
         taps += 1
         page.wait_for_url(re.compile(r"/console/bulk/[0-9a-f-]{36}/"))  # the run's own page

@@ -20,7 +20,8 @@ ERROR_TYPE = "reports.kinds.http_export.UpstreamAnswerRejectedError"
 MESSAGE = "upstream https://orders.internal.example/api/v2/exports/monthly-close-ledger-summary answered 422"
 # Each code element whose text is one error type, and how many lines it takes (more than one:
 # it wrapped) and whether a line ends mid-word (inside a segment, not after a dot).
-BROKEN_TYPES = """() => [...document.querySelectorAll("main code")].filter(c => /^[\\w.]+$/.test(c.textContent.trim()))
+BROKEN_TYPES = """() => [...document.querySelectorAll("main code")]
+  .filter(c => /^[\\w.]+$/.test(c.textContent.trim()))
   .map(code => {
     const text = code.textContent.trim(), range = document.createRange();
     let lineOf = [], top = null;
@@ -30,7 +31,8 @@ BROKEN_TYPES = """() => [...document.querySelectorAll("main code")].filter(c => 
         const r = range.getClientRects()[0]; if (r) lineOf.push(Math.round(r.top));
       }
     }
-    const breaks = []; for (let i = 1; i < lineOf.length; i++) if (lineOf[i] > lineOf[i - 1] + 2) breaks.push(i);
+    const breaks = [];
+    for (let i = 1; i < lineOf.length; i++) if (lineOf[i] > lineOf[i - 1] + 2) breaks.push(i);
     return {text, midWord: breaks.some(i => text.replace(/\\s/g, "")[i - 1] !== ".")};
   }).filter(c => c.midWord).map(c => c.text)"""
 
@@ -43,7 +45,8 @@ def _short_controls(page, selector: str) -> list[str]:
     return [
         f"{box['what']}: {box['height']} px"
         for box in page.locator(selector).evaluate_all(
-            "els => els.filter(e => e.offsetParent).map(e => ({what: (e.textContent || e.name || '').trim().slice(0, 30),"
+            "els => els.filter(e => e.offsetParent).map(e => ({"
+            "what: (e.textContent || e.name || '').trim().slice(0, 30),"
             " height: Math.round(e.getBoundingClientRect().height)}))"
         )
         if box["height"] < 44
@@ -54,9 +57,12 @@ def test_the_pages_an_on_call_operator_reaches_fit_a_phone(phone, operator):  # 
     letters = [make_dead_letter(error_type=ERROR_TYPE, error_message=MESSAGE) for _ in range(3)]
     replay_dead_letter(dead_letter_id=letters[0].pk, actor="operator", ip_address=None)
     now = timezone.now()
-    running = make_task(status=TaskStatus.RUNNING, attempt=4, max_attempts=6, attempts_before_run=3, started_at=now)
-    TaskAttempt.objects.create(task=running, number=4, started_at=now, worker="report-2.internal horse 4117 pid 4102")
-    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=20), last_error="x")
+    running = make_task(status=TaskStatus.RUNNING, attempt=4, max_attempts=6, attempts_before_run=3,
+                        started_at=now)
+    TaskAttempt.objects.create(task=running, number=4, started_at=now,
+                               worker="report-2.internal horse 4117 pid 4102")
+    make_task(status=TaskStatus.RETRYING, attempt=1, next_retry_at=now + timedelta(seconds=20),
+              last_error="x")
     page = phone("light", "zh-CN")
     browser_login(page, next_path="/console/")
     problems = []
@@ -72,7 +78,8 @@ def test_the_pages_an_on_call_operator_reaches_fit_a_phone(phone, operator):  # 
     expect(page.locator("#bulk-scope")).to_contain_text("UpstreamAnswerRejectedError")
     problems += _too_wide(page, "bulk preview")
 
-    for path in ("/console/dead-letters/", "/console/dead-letters/groups/", f"/console/dead-letters/{letters[1].pk}/"):
+    for path in ("/console/dead-letters/", "/console/dead-letters/groups/",
+                 f"/console/dead-letters/{letters[1].pk}/"):
         page.goto(path)
         problems += [f"{path}: {text} breaks mid-word" for text in page.evaluate(BROKEN_TYPES)]
         problems += _too_wide(page, path)
@@ -83,6 +90,7 @@ def test_the_pages_an_on_call_operator_reaches_fit_a_phone(phone, operator):  # 
     problems += [f"running: {p}" for p in _short_controls(page, ".task-controls button")]
     stop.click()
     expect(page.locator("input[name=then][value=retry]")).to_be_checked()
-    problems += [f"stop confirmation: {p}" for p in _short_controls(page, ".stop-confirm .btn, .stop-confirm label.choice")]
+    short = _short_controls(page, ".stop-confirm .btn, .stop-confirm label.choice")
+    problems += [f"stop confirmation: {p}" for p in short]
     problems += _too_wide(page, "stop confirmation")
     assert not problems, "\n".join(problems)

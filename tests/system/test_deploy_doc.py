@@ -106,7 +106,8 @@ class PageSentinels(SentinelCluster):
         self.processes = {}
 
     def start(self) -> "PageSentinels":
-        servers = [("master", "/etc/redis/redis-master.conf", []), ("replica", "/etc/redis/redis-replica.conf", [])]
+        servers = [("master", "/etc/redis/redis-master.conf", []),
+                   ("replica", "/etc/redis/redis-replica.conf", [])]
         servers += [(f"sentinel-{n}", f"/etc/redis/sentinel-{n}.conf", ["--sentinel"]) for n in (1, 2, 3)]
         for name, conf, extra in servers:
             self.processes[name] = subprocess.Popen(
@@ -168,7 +169,8 @@ class Site:
         """Retries a 503 (a Redis failover under way) as its Retry-After asks, within a deadline."""
         deadline = time.monotonic() + 60
         while True:
-            response = self.session.request(method, self.base + path, timeout=60, allow_redirects=False, **kwargs)
+            response = self.session.request(method, self.base + path, timeout=60, allow_redirects=False,
+                                            **kwargs)
             if response.status_code != 503 or time.monotonic() > deadline:
                 return response
             assert "Retry-After" in response.headers, response.text[:300]
@@ -227,7 +229,8 @@ def page():
 @pytest.fixture
 def relocation(tmp_path):
     scratch = f"deploy_doc_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    return deploy_doc.Relocation(root=tmp_path / "root", checkout=BASE_DIR, venv_bin=Path(sys.executable).parent,
+    return deploy_doc.Relocation(root=tmp_path / "root", checkout=BASE_DIR,
+                                 venv_bin=Path(sys.executable).parent,
                                  weed=weed_binary(), scratch_name=scratch, free_port=free_port)
 
 
@@ -259,9 +262,9 @@ def write_page_files(files: dict[str, str], relocation: deploy_doc.Relocation) -
         path.write_text(relocation(text))
     relocation.path(MANAGE).chmod(0o755)
     # What Debian's redis packages and their units (RuntimeDirectory=) create, and the page's install -d.
-    for directory in ("/var/lib/redis", "/var/log/redis", "/var/log/nginx", "/run/redis-master", "/run/redis-replica",
-                      "/run/sentinel-1", "/run/sentinel-2", "/run/sentinel-3", "/var/lib/seaweedfs",
-                      "/var/lib/report-console"):
+    for directory in ("/var/lib/redis", "/var/log/redis", "/var/log/nginx", "/run/redis-master",
+                      "/run/redis-replica", "/run/sentinel-1", "/run/sentinel-2", "/run/sentinel-3",
+                      "/var/lib/seaweedfs", "/var/lib/report-console"):
         relocation.path(directory).mkdir(parents=True, exist_ok=True)
 
 
@@ -270,9 +273,9 @@ def self_signed_certificate(relocation: deploy_doc.Relocation) -> Path:
     live = relocation.path(f"/etc/letsencrypt/live/{PUBLIC_NAME}")
     live.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={PUBLIC_NAME}",
-         "-addext", f"subjectAltName=DNS:{PUBLIC_NAME}", "-keyout", str(live / "privkey.pem"),
-         "-out", str(live / "fullchain.pem")],
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={PUBLIC_NAME}", "-addext", f"subjectAltName=DNS:{PUBLIC_NAME}",
+         "-keyout", str(live / "privkey.pem"), "-out", str(live / "fullchain.pem")],
         check=True, capture_output=True, timeout=60,
     )
     return live / "fullchain.pem"
@@ -285,9 +288,10 @@ def nginx_main_conf(relocation: deploy_doc.Relocation) -> Path:
     conf.write_text(
         ("user root;\n" if os.geteuid() == 0 else "")
         + f"pid {root}/nginx.pid;\nerror_log {root}/var/log/nginx/error.log;\nevents {{}}\nhttp {{\n"
-        + "".join(f"    {kind}_temp_path {root}/nginx-{kind};\n" for kind in ("client_body", "proxy", "fastcgi",
-                                                                                 "uwsgi", "scgi"))
-        + f"    access_log off;\n    include {relocation.path('/etc/nginx/sites-available/report-console')};\n}}\n"
+        + "".join(f"    {kind}_temp_path {root}/nginx-{kind};\n"
+                  for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        + "    access_log off;\n"
+        f"    include {relocation.path('/etc/nginx/sites-available/report-console')};\n}}\n"
     )
     return conf
 
@@ -301,14 +305,15 @@ def unit_env(files, relocation, unit: deploy_doc.Unit) -> dict[str, str]:
     return env
 
 
-def run_command(markdown: str, relocation, command: str, *extra: str, env_extra=None) -> subprocess.CompletedProcess:
+def run_command(markdown: str, relocation, command: str, *extra: str,
+                env_extra=None) -> subprocess.CompletedProcess:
     """One of the page's `sudo -u reports report-manage ...` lines, as the test's own user."""
     assert f"\n{command}\n" in markdown, f"docs/deploy.md no longer shows: {command}"
     argv = shlex.split(command.removeprefix("sudo -u reports "))
     assert argv[0] == "report-manage"
     env = {"PATH": SYSTEMD_PATH, "LANG": "C.UTF-8", "HOME": str(relocation.root), **(env_extra or {})}
-    done = subprocess.run(["sh", str(relocation.path(MANAGE)), *argv[1:], *extra], env=env, capture_output=True,
-                          text=True, timeout=300, start_new_session=True)
+    done = subprocess.run(["sh", str(relocation.path(MANAGE)), *argv[1:], *extra], env=env,
+                          capture_output=True, text=True, timeout=300, start_new_session=True)
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
     return done
 
@@ -329,7 +334,8 @@ def test_the_deploy_page_followed_on_one_machine(page, relocation, scratch_datab
     try:
         sentinels.start()
         weed = units["seaweedfs.service"]
-        processes.start("seaweedfs", [relocation(arg) for arg in weed.argv()], cwd=relocation(weed.working_directory),
+        processes.start("seaweedfs", [relocation(arg) for arg in weed.argv()],
+                        cwd=relocation(weed.working_directory),
                         env={"PATH": SYSTEMD_PATH, "HOME": str(relocation.root)})
         bucket = settings["AWS_STORAGE_BUCKET_NAME"]
         s3 = boto3.client("s3", endpoint_url=settings["AWS_S3_ENDPOINT_URL"],
@@ -405,18 +411,20 @@ def test_the_deploy_page_followed_on_one_machine(page, relocation, scratch_datab
         assert "failover seen" in workers_log, workers_log[-3000:]
 
         archive = units["report-archive.service"]
-        done = subprocess.run([relocation(arg) for arg in archive.argv()], cwd=relocation(archive.working_directory),
-                              env=unit_env(files, relocation, archive), capture_output=True, text=True, timeout=120)
+        done = subprocess.run([relocation(arg) for arg in archive.argv()],
+                              cwd=relocation(archive.working_directory),
+                              env=unit_env(files, relocation, archive),
+                              capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         stopping_at = time.monotonic()
         lingering = processes.stop()  # systemctl stop: a warm shutdown of each, idle now
         assert not lingering, {name: processes.log(name) for name in lingering}
         with capsys.disabled():
-            print(f"\ndeploy page: {2 * TASKS_EACH_SIDE} reports over HTTPS via nginx on PostgreSQL, Redis "
-                  f"Sentinel and S3; the replica promoted {promoted.after():.1f} s after the master's SIGKILL, "
-                  f"the {TASKS_EACH_SIDE} reports submitted right after the kill all done {completed_after_kill:.1f} s "
-                  f"after it; {time.monotonic() - started_at:.0f} s in all (set-up {serving_at - started_at:.0f} s, "
-                  f"stop {time.monotonic() - stopping_at:.0f} s)")
+            print(f"\ndeploy page: {2 * TASKS_EACH_SIDE} reports over HTTPS via nginx on PostgreSQL, "
+                  f"Redis Sentinel and S3; the replica promoted {promoted.after():.1f} s after the master's "
+                  f"SIGKILL, the {TASKS_EACH_SIDE} reports submitted right after the kill all done "
+                  f"{completed_after_kill:.1f} s after it; {time.monotonic() - started_at:.0f} s in all "
+                  f"(set-up {serving_at - started_at:.0f} s, stop {time.monotonic() - stopping_at:.0f} s)")
     finally:
         processes.stop()
         sentinels.stop()
@@ -446,8 +454,10 @@ def check_operator_login(site: Site) -> None:
     form = site.request("GET", "/console/login/")
     assert form.status_code == 200, form.text[:500]
     csrf = site.session.cookies["csrftoken"]
-    answer = site.request("POST", "/console/login/", headers={"Referer": f"https://{site.host}/console/login/"},
-                          data={"username": "alice", "password": OPERATOR_PASSWORD, "csrfmiddlewaretoken": csrf})
+    answer = site.request("POST", "/console/login/",
+                          headers={"Referer": f"https://{site.host}/console/login/"},
+                          data={"username": "alice", "password": OPERATOR_PASSWORD,
+                                "csrfmiddlewaretoken": csrf})
     assert (answer.status_code, answer.headers.get("Location")) == (302, "/console/"), answer.text[:500]
     assert site.request("GET", "/console/").status_code == 200
 
@@ -455,7 +465,8 @@ def check_operator_login(site: Site) -> None:
 def submit_reports(site: Site, auth: dict, label: str) -> list[str]:
     ids = []
     for number in range(TASKS_EACH_SIDE):
-        params = {"format": ("csv", "xlsx")[number % 2], "group_by": ("region", "product", "month")[number % 3]}
+        params = {"format": ("csv", "xlsx")[number % 2],
+                  "group_by": ("region", "product", "month")[number % 3]}
         body = {"kind": "sales_summary", "params": params, "idempotency_key": f"deploy-{label}-{number}"}
         answer = site.request("POST", "/report/task/submit", json=body, headers=auth)
         assert answer.status_code == 201, answer.text[:500]

@@ -78,7 +78,8 @@ def test_every_report_made_on_any_host_downloads_from_the_web(
     )
     made_on = set()
     for task in ReportTask.objects.all():
-        made_on |= {host for attempt in task.attempts.all() for host in HOSTS if attempt.worker.startswith(f"{host}-")}
+        made_on |= {host for attempt in task.attempts.all() for host in HOSTS
+                    if attempt.worker.startswith(f"{host}-")}
         response = session.get(f"{url}/report/task/{task.public_id}/output", timeout=10)
         assert response.status_code == 200, (task.public_id, response.text)
         assert response.headers["Content-Type"] == "text/csv; charset=utf-8"
@@ -89,5 +90,6 @@ def test_every_report_made_on_any_host_downloads_from_the_web(
     for local in (*hosts.values(), web_dir):
         assert not (local / "media").exists(), f"{local} kept report files on its local disk"
         # The pool's live horses keep one scratch directory each, emptied after every report.
-        left = [p for p in (local / "tmp").rglob("*") if p.is_file() or not p.name.startswith("report-horse-")]
+        left = [p for p in (local / "tmp").rglob("*")
+                if p.is_file() or not p.name.startswith("report-horse-")]
         assert left == [], f"{local} left scratch files behind"

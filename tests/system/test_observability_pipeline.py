@@ -20,7 +20,8 @@ SUBMIT = """
 import json, sys
 from django.test import Client
 from config.observability import tracing_flush
-answer = Client().post("/report/task/submit", json.dumps({"kind": "probe", "params": {"fail_permanently": True}}),
+answer = Client().post("/report/task/submit",
+                       json.dumps({"kind": "probe", "params": {"fail_permanently": True}}),
                        content_type="application/json", HTTP_AUTHORIZATION="Bearer " + sys.argv[1])
 print(answer.status_code, answer.content.decode())
 tracing_flush()

@@ -80,7 +80,8 @@ def test_a_poison_pill_dies_after_its_budget_with_the_cause(start_worker, fast_r
 
     for attempt in (1, 2, 3):  # the report takes its work-horse down every time (the OOM killer)
         running = wait_until(
-            lambda n=attempt: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING, attempt=n).first(),
+            lambda n=attempt: ReportTask.objects.filter(pk=task.pk, status=TaskStatus.RUNNING,
+                                                        attempt=n).first(),
             message=f"attempt {attempt} to start",
         )
         os.kill(horse_pid_of_running_attempt(running), signal.SIGKILL)
@@ -152,7 +153,8 @@ def test_a_worker_killed_mid_job_is_recovered_by_the_reaper(start_worker, fast_r
 
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
-    assert list(done.attempts.values_list("outcome", flat=True)) == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
+    outcomes = list(done.attempts.values_list("outcome", flat=True))
+    assert outcomes == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
     assert csv_files(done) == [f"attempt-{done.attempt}/probe.csv"]
 
 
@@ -173,7 +175,8 @@ def test_orphaned_work_horse_dies_with_its_worker(start_worker, fast_retries):
     start_worker()
     reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="recovery and completion")
     done = ReportTask.objects.get(pk=task.pk)
-    assert list(done.attempts.values_list("outcome", flat=True)) == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
+    outcomes = list(done.attempts.values_list("outcome", flat=True))
+    assert outcomes == [AttemptOutcome.ABANDONED, AttemptOutcome.SUCCEEDED]
     assert csv_files(done) == ["attempt-2/probe.csv"]
 
 
@@ -224,7 +227,8 @@ def test_a_horse_that_overruns_its_timeout_is_killed_and_recorded_as_a_timeout(s
     # A horse its own alarm cannot reach (stuck in C code, or stopped): only its worker can end it.
     os.kill(horse_pid_of_running_attempt(running), signal.SIGSTOP)
 
-    wait_until(lambda: status_of(task.pk) == TaskStatus.DEAD, timeout=20, message="the timeout to be recorded")
+    wait_until(lambda: status_of(task.pk) == TaskStatus.DEAD, timeout=20,
+               message="the timeout to be recorded")
     [attempt] = ReportTask.objects.get(pk=task.pk).attempts.all()
     assert attempt.outcome == AttemptOutcome.TIMEOUT
     assert attempt.error_type == "rq.timeouts.JobTimeoutException"
@@ -327,7 +331,9 @@ def test_reaper_lock_lets_one_pass_run(redis_conn):
     assert not reap_tasks().skipped_locked
 
 
-def test_job_popped_by_a_worker_that_died_before_registering_it_is_reenqueued(start_worker, settings, redis_conn):
+def test_job_popped_by_a_worker_that_died_before_registering_it_is_reenqueued(
+    start_worker, settings, redis_conn
+):
     settings.REPORT_REENQUEUE_AFTER = 0
     task = submit_task(kind="probe", params={}).task
     # BLPOP took the id off the list, then the worker died: the job hash still says "queued".
@@ -335,7 +341,8 @@ def test_job_popped_by_a_worker_that_died_before_registering_it_is_reenqueued(st
     assert redis_conn.hget(f"rq:job:report-{task.pk}-1", "status") == b"queued"
     start_worker()
 
-    reap_until(lambda: status_of(task.pk) == TaskStatus.DONE, message="the lost job to be re-enqueued and run")
+    reap_until(lambda: status_of(task.pk) == TaskStatus.DONE,
+               message="the lost job to be re-enqueued and run")
     assert ReportTask.objects.get(pk=task.pk).attempts.count() == 1
 
 

@@ -90,7 +90,8 @@ class UpProcess:
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env, capture_output=True, text=True, timeout=120
+            [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env, capture_output=True, text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
@@ -181,7 +182,8 @@ def test_a_killed_worker_is_restarted_while_the_site_keeps_answering_and_a_crash
     )
     registered_after = time.monotonic() - killed_at
     print(f"worker1 restarted {started_after:.2f} s and registered with RQ {registered_after:.2f} s after "
-          f"SIGKILL; /healthz answered {poller.requests - len(poller.failures)} of {poller.requests} meanwhile")
+          f"SIGKILL; /healthz answered {poller.requests - len(poller.failures)} of {poller.requests} "
+          "meanwhile")
     poller.halt.set()
     poller.join(10)
     assert not poller.failures, poller.failures[:5]
@@ -194,10 +196,12 @@ def test_a_killed_worker_is_restarted_while_the_site_keeps_answering_and_a_crash
     second_pid = site.workers()[restarted[0]]
     os.kill(second_pid, signal.SIGKILL)
     third = wait_until(
-        lambda: [name for name in site.workers() if name.endswith("-1-r2")], timeout=60, message="a second restart"
+        lambda: [name for name in site.workers() if name.endswith("-1-r2")], timeout=60,
+        message="a second restart",
     )
     os.kill(site.workers()[third[0]], signal.SIGKILL)
-    wait_until(lambda: site.process.poll() is not None, timeout=60, message="`up` to stop after the crash loop")
+    wait_until(lambda: site.process.poll() is not None, timeout=60,
+               message="`up` to stop after the crash loop")
     assert site.process.returncode == 1
     assert "worker1 exited with -9 (SIGKILL): 3 exits within 300 s" in site.output()
     assert "a crash loop; stopping everything" in site.output()
@@ -301,12 +305,14 @@ def test_a_killed_embedded_redis_is_restarted_and_the_system_works_on_without_a_
     poller.join(10)
     print(f"redis-server answered again {answering_after:.2f} s after SIGKILL (pid {old_pid} -> {new_pid})")
     assert new_pid != old_pid
-    assert answering_after < RESTARTED_WITHIN_SECONDS, f"`up` took {answering_after:.2f} s to bring redis back"
+    took = f"`up` took {answering_after:.2f} s to bring redis back"
+    assert answering_after < RESTARTED_WITHIN_SECONDS, took
     assert "redis exited with -9 (SIGKILL); restarting it in 0.5 s" in site.output()
     assert not poller.failures, poller.failures[:5]  # /healthz is the web process alone: it never stopped
 
     # Work goes on: workers are back in the new redis, and a task submitted now runs to the end.
-    wait_until(lambda: len(site.workers()) == 2, timeout=90, message="two workers registered in the new redis")
+    wait_until(lambda: len(site.workers()) == 2, timeout=90,
+               message="two workers registered in the new redis")
     token = site.manage("create_api_token", "after-redis", "--scope", "submit", "--scope", "read",
                         "--scope", "operator").strip()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -320,7 +326,8 @@ def test_a_killed_embedded_redis_is_restarted_and_the_system_works_on_without_a_
         with urllib.request.urlopen(status_request, timeout=30) as response:
             return json.load(response)["status"]
 
-    wait_until(lambda: status() == "done", timeout=90, message="a task submitted after the restart to be done")
+    wait_until(lambda: status() == "done", timeout=90,
+               message="a task submitted after the restart to be done")
     assert site.process.poll() is None
     assert "housekeeper started" in site.output() and "housekeeper exited" not in site.output()  # rode it out
     assert site.stop() == 0

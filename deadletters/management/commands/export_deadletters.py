@@ -64,7 +64,8 @@ class Command(BaseCommand):
                     self.stderr.write(_("%(n)d exported...") % {"n": written})
         except OSError as exc:
             raise CommandError(
-                _("writing %(file)s failed after %(n)d dead letters: %(why)s") % {"file": output, "n": written, "why": exc}
+                _("writing %(file)s failed after %(n)d dead letters: %(why)s")
+                % {"file": output, "n": written, "why": exc}
             ) from None
         finally:
             if stream is not self.stdout:
@@ -73,5 +74,6 @@ class Command(BaseCommand):
             if output == "-":
                 done = ngettext("%(n)d dead letter exported", "%(n)d dead letters exported", written)
             else:
-                done = ngettext("%(n)d dead letter exported to %(file)s", "%(n)d dead letters exported to %(file)s", written)
+                done = ngettext("%(n)d dead letter exported to %(file)s",
+                                "%(n)d dead letters exported to %(file)s", written)
             self.stderr.write(done % {"n": written, "file": output})

@@ -24,7 +24,8 @@ class Command(BaseCommand):
         if verbosity >= 1:
             self.stdout.write(
                 ngettext(
-                    "%(kind)s resumed; %(n)d waiting task enqueued", "%(kind)s resumed; %(n)d waiting tasks enqueued", waiting
+                    "%(kind)s resumed; %(n)d waiting task enqueued",
+                    "%(kind)s resumed; %(n)d waiting tasks enqueued", waiting
                 )
                 % {"kind": kind, "n": waiting}
             )

@@ -10,7 +10,8 @@ def _when(moment) -> str:
 
 
 class Command(BaseCommand):
-    help = "List JSON API tokens: name, prefix, scopes, created, last used, revoked (the secret is never stored)."
+    help = ("List JSON API tokens: name, prefix, scopes, created, last used, revoked "
+            "(the secret is never stored).")
 
     def handle(self, *args, **options):
         rows = [("NAME", "PREFIX", "SCOPES", "CREATED", "LAST USED", "REVOKED")]
@@ -27,4 +28,5 @@ class Command(BaseCommand):
         ]
         widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
         for row in rows:
-            self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+            line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            self.stdout.write(line.rstrip())

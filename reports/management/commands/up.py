@@ -63,7 +63,8 @@ class Command(BaseCommand):
             default=None,
             help="RQ worker class (default: RQ['WORKER_CLASS'], reports.worker.worker.ReportWorker)",
         )
-        parser.add_argument("--no-seed", action="store_true", help="skip the demo orders (10,000 on first start)")
+        parser.add_argument("--no-seed", action="store_true",
+                            help="skip the demo orders (10,000 on first start)")
 
     def handle(self, *args, addr, workers, worker_class, no_seed, **options):
         redis_server = None
@@ -151,8 +152,10 @@ class Command(BaseCommand):
         """The password appears once, on the start that created the account: terminal scrollback
         and `up`'s captured output (a log file, a CI log) should not hold it on every start."""
         if password:
-            return f"console: http://{addr}/console/  login: admin / {password}  (shown once; kept in var/admin_password)"
-        return f"console: http://{addr}/console/  login: admin (password shown at the first start; see var/admin_password)"
+            return (f"console: http://{addr}/console/  login: admin / {password}  "
+                    "(shown once; kept in var/admin_password)")
+        return (f"console: http://{addr}/console/  login: admin "
+                "(password shown at the first start; see var/admin_password)")
 
     def _ensure_admin(self) -> str | None:
         """The new admin's password when this call created the account, else None."""

@@ -73,8 +73,8 @@ def test_an_allowlist_entry_is_one_host_and_port():
     assert ok.calls == [("reports.example.com", 80), ("reports.example.com", 443), ("api.example.com", 8443)]
 
 
-@pytest.mark.parametrize("entry", ["http://x.example.com", "x.example.com/path", "u@x.example.com", "x.example.com:0",
-                                   "x.example.com:http", "[::1", "2130706433"])
+@pytest.mark.parametrize("entry", ["http://x.example.com", "x.example.com/path", "u@x.example.com",
+                                   "x.example.com:0", "x.example.com:http", "[::1", "2130706433"])
 def test_a_malformed_allowlist_entry_is_a_configuration_error(entry):
     with pytest.raises(ImproperlyConfigured, match="HTTP_EXPORT_ALLOWED_HOSTS"):
         outbound.allowlist([entry])
@@ -126,7 +126,8 @@ def test_a_name_that_does_not_resolve_waits_for_the_attempt():
     assert check_url("http://reports.example.com/", allowed_hosts=allowed, resolver=no_such_name,
                      must_resolve=False).addresses == ()
     # At the attempt it is named for what it is: nothing was connected to, so no port is revealed.
-    with pytest.raises(SourceUnreachable, match=r"^could not get an HTTP answer from the source \(DNS: the name does not resolve\)$"):
+    with pytest.raises(SourceUnreachable, match=r"^could not get an HTTP answer from the source "
+                                                r"\(DNS: the name does not resolve\)$"):
         check_url("http://reports.example.com/", allowed_hosts=allowed, resolver=no_such_name)
     with pytest.raises(SourceUnreachable, match=r"\(DNS: the name does not resolve\)$"):
         check_url("http://reports.example.com/", allowed_hosts=allowed, resolver=lambda host, port: [])

@@ -93,9 +93,11 @@ def test_run_results_cross_the_pipe_whole_or_not_at_all():
                    report_job.RunResult(report_job.TIMEOUT, failure=failure)):
         assert report_job.RunResult.from_bytes(result.to_bytes()) == result
         assert report_job.RunResult.from_bytes(result.to_bytes()[:-3]) is None
-    assert report_job.RunResult.from_bytes(b'{"status": "abandoned", "output_file": "", "failure": null}') is None
-    assert report_job.RunResult.from_bytes(b'{"status": "done", "output_file": "", "failure": {"error_type": "x", '
-                                           b'"message": "m", "traceback": "", "retriable": true}}') is None
+    assert report_job.RunResult.from_bytes(b'{"status": "abandoned", "output_file": "", '
+                                           b'"failure": null}') is None
+    assert report_job.RunResult.from_bytes(b'{"status": "done", "output_file": "", "failure": '
+                                           b'{"error_type": "x", "message": "m", "traceback": "", '
+                                           b'"retriable": true}}') is None
 
 
 def test_the_scratch_directory_is_made_once_and_again_if_it_was_removed(tmp_path, monkeypatch):
