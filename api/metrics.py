@@ -178,11 +178,13 @@ class PipelineCollector:
     def _kept(self):
         kept = data_kept()
         yield _gauge(
-            "table_rows", "Rows each large table holds (PostgreSQL: the planner's estimate); RETENTION_DAYS prunes.",
+            "table_rows",
+            "Rows each large table holds (PostgreSQL: the planner's estimate); RETENTION_DAYS prunes.",
             ("table",), [((k.table,), k.rows) for k in kept],
         )
         yield _gauge(
-            "table_oldest_row_timestamp_seconds", "When the oldest row each large table keeps was written (0: empty).",
+            "table_oldest_row_timestamp_seconds",
+            "When the oldest row each large table keeps was written (0: empty).",
             ("table",), [((k.table,), _timestamp(k.oldest)) for k in kept],
         )
 

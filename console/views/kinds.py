@@ -19,8 +19,8 @@ from deadletters.services.kind_pauses import pause_kind, resume_kind
 from reports.errors import InvalidParams
 from reports.kinds import KINDS
 from reports.models import ReportTask, TaskStatus
-from reports.services.pausing import KindNotPaused, paused_kinds
 from reports.services import concurrency
+from reports.services.pausing import KindNotPaused, paused_kinds
 
 
 @console_view(BATCH_VIEW_PERMISSION)

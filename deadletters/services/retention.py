@@ -151,7 +151,8 @@ def data_kept() -> list[Kept]:
     for table, label, model, written in KEPT_TABLES:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
+                table_name = model._meta.db_table
+                cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table_name])
                 rows = max(int(cursor.fetchone()[0]), 0)
         else:
             rows = model.objects.count()

@@ -126,7 +126,9 @@ def test_sent_alerts_and_their_messages_go_and_pending_ones_stay(retention):
     assert list(Alert.objects.values_list("status", flat=True)) == [AlertStatus.PENDING]
 
 
-def test_the_dashboard_and_metrics_show_each_tables_size_and_oldest_row(retention, admin_client, api_token, client):
+def test_the_dashboard_and_metrics_show_each_tables_size_and_oldest_row(
+    retention, admin_client, api_token, client
+):
     task = make_task(status=TaskStatus.DONE, finished_at=timezone.now())
     ReportTask.objects.filter(pk=task.pk).update(created_at=timezone.now() - timedelta(days=12))
     kept = {k.table: k for k in data_kept()}
@@ -137,6 +139,7 @@ def test_the_dashboard_and_metrics_show_each_tables_size_and_oldest_row(retentio
     assert "保留的数据" in page and "审计记录" in page
 
     metrics = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {api_token}").content.decode()
-    oldest = [line for line in metrics.splitlines() if line.startswith('report_table_oldest_row_timestamp_seconds{table="tasks"}')]
+    name = 'report_table_oldest_row_timestamp_seconds{table="tasks"}'
+    oldest = [line for line in metrics.splitlines() if line.startswith(name)]
     assert float(oldest[0].split()[-1]) == pytest.approx(kept["tasks"].oldest.timestamp())
     assert 'report_table_rows{table="audit entries"} 0.0' in metrics
