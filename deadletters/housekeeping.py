@@ -1,6 +1,7 @@
 """The dead-letter layer's periodic duties, run by the housekeeper (reports/housekeeper/): added
 to its list by DeadLettersConfig.ready, so the pipeline never imports this layer."""
 
+from deadletters.alerts.outbox import batch_summaries_write
 from deadletters.alerts.sender import send_due_alerts
 from deadletters.bulk.canary import decide_canaries
 from deadletters.bulk.runner import resume_stalled_bulk_actions
@@ -28,6 +29,8 @@ DUTIES = (
     Duty("canary verdicts", 0.5, decide_canaries),
     # Bulk actions whose runner job was lost (killed worker, flushed Redis).
     Duty("stalled bulk actions", 10, resume_stalled_bulk_actions),
+    # One summary per batch that completed with dead tasks (reports/services/batches.py completes).
+    Duty("batch summaries", 5, batch_summaries_write),
     Duty("alerts", 5, alerts_send),
     Duty("retention", 600, data_retention),
 )

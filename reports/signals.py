@@ -10,8 +10,3 @@ from django.dispatch import Signal
 # A task moved to dead. Sent inside the transaction that made it so, after the task row
 # and its last attempt were written. kwargs: task (ReportTask, as committed), failure (FailureInfo).
 task_died = Signal()
-
-# A batch completed with dead tasks, for the first time (it is announced once per batch, even
-# if a replay reopens it). Sent inside the completing transaction.
-# kwargs: batch (ReportBatch), progress (reports.services.batches.BatchProgress).
-batch_completed_with_dead = Signal()

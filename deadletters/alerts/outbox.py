@@ -15,7 +15,8 @@ from django.utils import timezone
 from deadletters.alerts.channels import routed_channels
 from deadletters.alerts.text import one_line
 from deadletters.models import Alert, AlertCategory, AlertSnooze, AlertStatus
-from reports.models import PausedKind
+from reports.models import BatchStatus, PausedKind, ReportBatch
+from reports.services.batches import batch_progress
 from transport.connection import redis_connection
 from transport.queues import enqueue_job
 
@@ -102,6 +103,24 @@ def enqueue_batch_summary_alert(
         fingerprint=f"batch:{uuid.UUID(batch_id).hex}",
         batch=batch,
     )
+
+
+def batch_summaries_write(*, limit: int = 500) -> int:
+    """One summary alert per completed batch that has dead tasks, the first time it completes
+    (a replay may reopen it; it completes again silently). summary_alerted_at marks each completed
+    batch as decided, with or without dead tasks, by a conditional UPDATE that one caller wins."""
+    written = 0
+    batches = ReportBatch.objects.filter(status=BatchStatus.COMPLETED, summary_alerted_at__isnull=True)
+    for batch in batches.order_by("pk")[:limit]:
+        with transaction.atomic():
+            if not batches.filter(pk=batch.pk).update(summary_alerted_at=timezone.now()):
+                continue
+            progress = batch_progress(batch=batch)
+            if progress.dead:
+                enqueue_batch_summary_alert(batch=batch, total=progress.total, done=progress.done,
+                                            dead=progress.dead)
+                written += 1
+    return written
 
 
 def notice(payload: dict, *, fingerprint: str = "") -> Alert:

@@ -17,7 +17,6 @@ from reports.errors import InvalidParams
 from reports.models import ApiToken, BatchStatus, ReportBatch, ReportTask, TaskStatus
 from reports.services.enqueue import enqueue_attempts_many, enqueue_batch_fan_out
 from reports.services.submission import validate_idempotency_key, validate_submission
-from reports.signals import batch_completed_with_dead
 from transport.queues import on_commit_robust
 
 logger = logging.getLogger(__name__)
@@ -297,13 +296,13 @@ def batch_progress(*, batch: ReportBatch) -> BatchProgress:
 class AggregateReport:
     completed: int = 0
     reopened: int = 0
-    alerted: int = 0
 
 
 def aggregate_batches(*, now: datetime | None = None, limit: int = 500) -> AggregateReport:
-    """One aggregator pass: complete open batches with nothing pending, retrying or running
-    (and alert once when they have dead letters); reopen completed batches whose dead tasks
-    were replayed. Idempotent and safe from several processes at once."""
+    """One aggregator pass: complete open batches with nothing pending, retrying or running;
+    reopen completed batches whose dead tasks were replayed. Idempotent and safe from several
+    processes at once. The summary of a completed batch is the alert layer's to write, once per
+    batch (summary_alerted_at: deadletters/alerts/outbox.py, batch_summaries_write)."""
     now = now or timezone.now()
     report = AggregateReport()
     active = ReportTask.objects.filter(batch_id=OuterRef("pk"), status__in=ACTIVE)
@@ -319,29 +318,12 @@ def aggregate_batches(*, now: datetime | None = None, limit: int = 500) -> Aggre
         .values_list("pk", flat=True)[:limit]
     )
     for pk in candidates:
-        with transaction.atomic():
-            completed = (
-                ReportBatch.objects.filter(pk=pk, status=BatchStatus.OPEN)
-                .exclude(Exists(active))
-                .update(status=BatchStatus.COMPLETED, finished_at=now)
-            )
-            if not completed:
-                continue  # another aggregator, or a task went back to pending meanwhile
-            report.completed += 1
-            batch = ReportBatch.objects.get(pk=pk)
-            progress = batch_progress(batch=batch)
-            if progress.dead and _claim_summary_alert(batch, now):
-                # Announced once per batch, in this transaction (the alert outbox listens).
-                batch_completed_with_dead.send(sender=ReportBatch, batch=batch, progress=progress)
-                report.alerted += 1
-        logger.info("batch %s completed", pk)
-    return report
-
-
-def _claim_summary_alert(batch: ReportBatch, now: datetime) -> bool:
-    """Exactly once per batch, even when it is reopened by a replay and completes again."""
-    return bool(
-        ReportBatch.objects.filter(pk=batch.pk, summary_alerted_at__isnull=True).update(
-            summary_alerted_at=now
+        completed = (
+            ReportBatch.objects.filter(pk=pk, status=BatchStatus.OPEN)
+            .exclude(Exists(active))
+            .update(status=BatchStatus.COMPLETED, finished_at=now)
         )
-    )
+        if completed:  # else another aggregator, or a task went back to pending meanwhile
+            report.completed += 1
+            logger.info("batch %s completed", pk)
+    return report

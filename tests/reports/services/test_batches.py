@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from deadletters.alerts.outbox import batch_summaries_write
 from deadletters.models import Alert, AlertCategory
 from reports.models import BatchStatus, ReportBatch, ReportTask, TaskStatus
 from reports.services.batches import (
@@ -197,8 +198,10 @@ def test_batch_of_500_with_permanent_failures(start_worker, fast_retries, token_
     final = batch_progress(batch=batch)
     assert (final.done, final.dead, final.running, final.pending, final.percent) == (480, 20, 0, 0, 100.0)
     assert len(polls) > 3
-    assert batch.finished_at is not None and batch.summary_alerted_at is not None
     assert aggregate_batches().completed == 0
+    assert batch_summaries_write() == 1 and batch_summaries_write() == 0
+    batch.refresh_from_db()
+    assert batch.finished_at is not None and batch.summary_alerted_at is not None
     [alert] = Alert.objects.filter(category=AlertCategory.BATCH_SUMMARY)
     assert alert.batch_id == batch.pk
     assert (alert.payload["total"], alert.payload["done"], alert.payload["dead"]) == (500, 480, 20)
@@ -212,7 +215,8 @@ def test_replayed_dead_reopens_the_batch_and_the_summary_is_not_sent_twice(redis
     dead = ReportTask.objects.filter(batch=batch).first()
     ReportTask.objects.filter(pk=dead.pk).update(status=TaskStatus.DEAD, attempt=3)
 
-    assert aggregate_batches().completed == 1 and Alert.objects.count() == 1
+    assert aggregate_batches().completed == 1 and Alert.objects.count() == 0
+    assert batch_summaries_write() == 1 and Alert.objects.count() == 1
     replay_task(task_id=dead.pk, actor="op")
     report = aggregate_batches()
     batch.refresh_from_db()
@@ -220,7 +224,7 @@ def test_replayed_dead_reopens_the_batch_and_the_summary_is_not_sent_twice(redis
 
     ReportTask.objects.filter(pk=dead.pk).update(status=TaskStatus.DEAD)
     assert aggregate_batches().completed == 1
-    assert Alert.objects.count() == 1
+    assert batch_summaries_write() == 0 and Alert.objects.count() == 1
 
 
 # --- Console ------------------------------------------------------------------
