@@ -383,6 +383,19 @@ _BROWSER = pytest.StashKey[str]()
 _NO_BROWSER = pytest.StashKey[str]()
 
 
+# Whole modules that never open the session's database (docs, layering, catalogue, linters of
+# the OpenAPI document, settings read in subprocesses): database_blind without a marker each.
+_BLIND_MODULES = (
+    "tests/docs/", "tests/test_layers.py", "tests/test_locale.py", "tests/api/test_openapi_lint.py",
+    "tests/config/test_env.py", "tests/config/test_settings_count.py", "tests/config/test_backoff.py",
+)
+
+
+def _database_blind(item) -> bool:
+    path = item.path.relative_to(BASE_DIR).as_posix()
+    return bool(item.get_closest_marker("database_blind")) or path.startswith(_BLIND_MODULES)
+
+
 def pytest_collection_modifyitems(config, items):
     """The long tests first (browser, slow), so that with `-n` (pytest-xdist) they spread over the
     workers from the start instead of ending the run on one of them.
@@ -393,8 +406,8 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("TESTS_SKIP_DATABASE_BLIND") == "1":
         # CI's second session (the same suite on the other database) leaves out the tests whose
         # proof does not depend on the database: they ran in the first.
-        blind = [item for item in items if item.get_closest_marker("database_blind")]
-        items[:] = [item for item in items if not item.get_closest_marker("database_blind")]
+        blind = [item for item in items if _database_blind(item)]
+        items[:] = [item for item in items if not _database_blind(item)]
         config.hook.pytest_deselected(items=blind)
     items.sort(key=lambda item: not (item.get_closest_marker("browser") or item.get_closest_marker("slow")))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
