@@ -19,9 +19,11 @@ from deadletters import metrics as letter_metrics
 from deadletters.audit import client_ip
 from deadletters.services.retention import data_kept
 from reports import metrics as task_metrics
+from reports.errors import INFRASTRUCTURE
 from reports.kinds import KINDS
 from reports.models import ApiScope
 from reports.services.counters import CANCELLATIONS, DEATHS, STOPS
+from reports.services.infra_waits import waits_event
 from reports.services.tokens import authenticate_token
 from transport.overview import queue_overview
 
@@ -36,8 +38,8 @@ def _gauge(name, documentation, labels=(), samples=()):
     return family
 
 
-def _counter(name, documentation, counts: dict[str, int]):
-    family = CounterMetricFamily(PREFIX + name, documentation, labels=["kind"])
+def _counter(name, documentation, counts: dict[str, int], label="kind"):
+    family = CounterMetricFamily(PREFIX + name, documentation, labels=[label])
     for kind, value in sorted(counts.items()):
         family.add_metric([kind], value)
     return family
@@ -87,8 +89,8 @@ class PipelineCollector:
         waiting = task_metrics.oldest_waiting_seconds()
         yield _gauge(
             "queue_oldest_waiting_seconds",
-            "Per queue: how long its longest-waiting claimable task (pending, or retrying and due) "
-            "has waited.",
+            "Per queue: how long its longest-waiting claimable task (pending, retrying and due, or "
+            "waiting out an outage of ours) has waited.",
             ("queue",),
             [((queue,), waiting.get(queue, 0.0)) for queue in settings.REPORT_QUEUES],
         )
@@ -108,6 +110,20 @@ class PipelineCollector:
             zero | events.get(CANCELLATIONS, {}),
         )
         yield _counter("attempt_stops", "Running attempts an operator stopped.", zero | events.get(STOPS, {}))
+        yield _counter(
+            "infrastructure_waits",
+            "Attempts that failed because our own infrastructure did (the report storage, the database, "
+            "Redis), not charged to their task.",
+            {component: sum(events.get(waits_event(component), {}).values()) for component in INFRASTRUCTURE},
+            label="component",
+        )
+        waiting = {component: n for component, n, _ in task_metrics.infrastructure_waits()}
+        yield _gauge(
+            "infrastructure_waiting_tasks",
+            "Tasks waiting now for an outage of our own infrastructure to end, by component.",
+            ("component",),
+            [((component,), waiting.get(component, 0)) for component in INFRASTRUCTURE],
+        )
 
     def _dead_letters(self):
         letters = letter_metrics.open_letters(top_causes=settings.METRICS_TOP_CAUSES)

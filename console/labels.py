@@ -36,6 +36,7 @@ COMMON = {
     "canary_failed": pgettext_lazy("status", "canary failed"),
     "muted": pgettext_lazy("alert status", "muted"),
     "stopped": pgettext_lazy("attempt outcome", "stopped"),
+    "infra": pgettext_lazy("attempt outcome", "our outage (not charged)"),
     # RQ workers.
     "busy": pgettext_lazy("worker state", "busy"),
     "idle": pgettext_lazy("worker state", "idle"),

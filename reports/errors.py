@@ -1,10 +1,15 @@
-"""Exceptions report code raises, and the rule that decides retry versus dead."""
+"""Exceptions report code raises, and the rules that decide retry versus dead and whose failure it was."""
 
+import errno
 import traceback as traceback_module
 from dataclasses import dataclass
 
 import requests
-from django.db import DatabaseError
+from boto3.exceptions import Boto3Error
+from botocore.exceptions import BotoCoreError, ClientError
+from django.db import DatabaseError, InterfaceError, OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq.timeouts import JobTimeoutException
 
 
@@ -27,6 +32,10 @@ class InvalidParams(PermanentError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class UpstreamError(TransientError):
+    """The kind's source failed it (refused, timed out, answered 5xx): the kind's upstream, not us."""
 
 
 class LeaseExpired(TransientError):
@@ -66,6 +75,44 @@ def is_retriable(exc: BaseException) -> bool:
     return True
 
 
+# Whose failure an attempt's error is (FailureInfo.origin), decided here alone: a kind can neither
+# opt out nor claim it. Our own infrastructure's (STORAGE, DATABASE, REDIS) is not charged to the
+# task, which waits for it (reports/services/infra_waits.py). UPSTREAM (the kind's source) is charged
+# as the kind's own ("") is: the hook for a per-kind circuit breaker.
+STORAGE, DATABASE, REDIS, UPSTREAM = "storage", "database", "redis", "upstream"
+INFRASTRUCTURE = (STORAGE, DATABASE, REDIS)
+# A disk full, over quota, read-only or failing: the report storage, or the worker's scratch disk.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+# The database is down or short of something, not a kind's SQL wrong: PostgreSQL's SQLSTATE classes
+# (connection exception, insufficient resources, operator intervention), SQLite's error names.
+_PG_OUTAGE_STATES = ("08", "53", "57P")
+_SQLITE_OUTAGES = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN",
+                   "SQLITE_READONLY")
+
+
+def failure_origin(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        return STORAGE
+    if isinstance(exc, BotoCoreError | ClientError | Boto3Error):  # only the S3 storage speaks boto
+        return STORAGE
+    if isinstance(exc, InterfaceError) or (isinstance(exc, OperationalError) and _database_down(exc)):
+        return DATABASE
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return REDIS
+    if isinstance(exc, UpstreamError | requests.RequestException):
+        return UPSTREAM
+    return ""
+
+
+def _database_down(exc: OperationalError) -> bool:
+    cause = exc.__cause__ or exc  # Django's error wraps the driver's
+    sqlite_name = getattr(cause, "sqlite_errorname", None)
+    if sqlite_name is not None:
+        return sqlite_name.startswith(_SQLITE_OUTAGES)
+    state = getattr(cause, "sqlstate", None)  # psycopg's; None: no answer from the server at all
+    return state is None or state.startswith(_PG_OUTAGE_STATES)
+
+
 def escape_controls(text: str) -> str:
     """Text as one printable line: newlines, control, bidi and other non-printable characters as
     their escapes (\\n, \\x01, \\u202e). For every message and log line built from what a
@@ -94,6 +141,7 @@ class FailureInfo:
     message: str
     traceback: str
     retriable: bool
+    origin: str = ""  # failure_origin: "storage", "database", "redis", "upstream", or "" (the kind's own)
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> "FailureInfo":
@@ -103,4 +151,5 @@ class FailureInfo:
             message=escape_controls(str(exc) or type(exc).__name__)[:ERROR_MESSAGE_MAX],
             traceback="".join(traceback_module.format_exception(exc))[:TRACEBACK_MAX],
             retriable=is_retriable(exc),
+            origin=failure_origin(exc),
         )

@@ -56,6 +56,19 @@ def live_task_counts() -> list[tuple[str, str, int]]:
     return [(kind, status, n) for (kind, status), n in sorted(counts.items())]
 
 
+def infrastructure_waits() -> list[tuple[str, int, object]]:
+    """(component, tasks, since) of the live tasks waiting out an outage of ours (the report storage,
+    the database, Redis: reports/services/infra_waits.py), the longest first; the same range of the
+    (status, created_at) index as the backlog."""
+    rows = (
+        ReportTask.objects.filter(status__in=LIVE_STATUSES, waiting_for__isnull=False)
+        .order_by()
+        .values_list("waiting_for")
+        .annotate(n=Count("pk"), since=Min("waiting_since"))
+    )
+    return sorted(rows, key=lambda row: row[2])
+
+
 def completions(now=None) -> dict[str, int]:
     """Tasks that finished done, per kind: succeeded attempts (a done task has exactly one; tasks and
     attempts are never deleted) counted up to a checkpoint once, plus those finished since."""
@@ -103,7 +116,8 @@ def _advance_checkpoint(*, marker_exists: bool, through, until) -> None:
 def oldest_waiting_seconds(now=None) -> dict[str, float]:
     """Per queue (priority): how long the longest-waiting claimable task has waited. A pending task
     waits since it became pending (submit or replay: its updated_at), a retrying one since its
-    retry fell due. Queues with nothing waiting are absent."""
+    retry fell due, or since it began to wait out an outage of ours (its waiting_since: the stalled
+    queue's alert fires for a long outage too). Queues with nothing waiting are absent."""
     now = now or timezone.now()
     since: dict[str, object] = {}
     pending = (
@@ -118,7 +132,13 @@ def oldest_waiting_seconds(now=None) -> dict[str, float]:
         .values_list("priority")
         .annotate(oldest=Min("next_retry_at"))
     )
-    for priority, oldest in [*pending, *due]:
+    outage = (
+        ReportTask.objects.filter(status=TaskStatus.RETRYING, waiting_since__isnull=False)
+        .order_by()
+        .values_list("priority")
+        .annotate(oldest=Min("waiting_since"))
+    )
+    for priority, oldest in [*pending, *due, *outage]:
         if oldest is not None and (priority not in since or oldest < since[priority]):
             since[priority] = oldest
     return {priority: max((now - moment).total_seconds(), 0.0) for priority, moment in since.items()}

@@ -156,6 +156,11 @@ class ReportTask(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     next_retry_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Our own outage it waits out, uncharged (reports/services/infra_waits.py): "storage", "database"
+    # or "redis", and since when; NULL again after a failure of its own. Read only while it is live.
+    # Nullable: a column SQLite adds without rebuilding the table.
+    waiting_for = models.CharField(max_length=8, null=True, blank=True)  # noqa: DJ001
+    waiting_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -201,6 +206,8 @@ class AttemptOutcome(models.TextChoices):
     ABANDONED = "abandoned"
     # An operator stopped the running attempt (reports/services/controls.py).
     STOPPED = "stopped"
+    # Our own infrastructure failed it (reports/errors.py:failure_origin): not charged to the task.
+    INFRA = "infra"
 
 
 class TaskAttempt(models.Model):

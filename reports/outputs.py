@@ -118,7 +118,10 @@ def store_output(local_path, public_id: str, attempt: int) -> str:
         try:
             return storage.save(name, _ScratchFile(local_path))
         except OSError as exc:  # its message becomes the attempt's error: dead letters, alerts, the API
-            raise type(exc)(str(exc).replace(storage.location, "MEDIA_ROOT")) from None
+            # The errno stays (a full disk is waited out: reports/errors.py), the location goes.
+            args = (exc.errno, exc.strerror, exc.filename, None, exc.filename2) if exc.errno else (str(exc),)
+            raise type(exc)(*(arg.replace(storage.location, "MEDIA_ROOT") if isinstance(arg, str) else arg
+                              for arg in args)) from None
     with local_path.open("rb") as handle:
         return storage.save(name, File(handle))
 

@@ -283,10 +283,11 @@ class WorkerProcess:
         queues=("high", "default", "low"),
         scheduler=True,
         worker_class: str | None = None,
+        wrapper: tuple[str, ...] = (),
     ):
         self.name = name
         self.log_path = log_path
-        argv = [sys.executable, str(BASE_DIR / "manage.py"), "rqworker", *queues, "--name", name]
+        argv = [*wrapper, sys.executable, str(BASE_DIR / "manage.py"), "rqworker", *queues, "--name", name]
         if scheduler:
             argv.append("--with-scheduler")
         if worker_class:
@@ -337,18 +338,19 @@ _worker_numbers = itertools.count(1)
 @pytest.fixture
 def start_worker(subprocess_env, redis_conn, tmp_path, request):
     """Factory: start_worker(**env) starts a worker process (RQ["WORKER_CLASS"], the pool worker,
-    unless worker_class says otherwise) and waits until it listens."""
+    unless worker_class says otherwise; under `wrapper`, a command that execs the rest, if given)
+    and waits until it listens."""
     started: list[WorkerProcess] = []
 
     def start(
         *, scheduler=True, queues=("high", "default", "low"), worker_class=None, name_prefix="test-worker",
-        **env_overrides,
+        wrapper=(), **env_overrides,
     ) -> WorkerProcess:
         env = dict(subprocess_env(), **{k: str(v) for k, v in env_overrides.items()})
         name = f"{name_prefix}-{next(_worker_numbers)}-{os.getpid()}"
         worker = WorkerProcess(
             env, tmp_path / f"{name}.log", name=name, queues=queues, scheduler=scheduler,
-            worker_class=worker_class,
+            worker_class=worker_class, wrapper=wrapper,
         )
         started.append(worker)
         return worker.wait_ready(redis_conn)

@@ -12,6 +12,7 @@ from deadletters.alerts.health import alert_health
 from deadletters.models import AlertStatus
 from deadletters.selectors import stats
 from deadletters.services.retention import data_kept
+from reports.metrics import infrastructure_waits
 from reports.selectors import task_status_counts
 from reports.services.pausing import paused_kinds
 from transport.overview import queue_overview
@@ -79,6 +80,7 @@ def _dashboard_context() -> dict:
         "live_at": timezone.now(),
         "alerts": _alert_health(),
         "rq": queue_overview(),
+        "infra_waits": infrastructure_waits(),
         "paused_kinds": list(paused_kinds().values()),
         "paused_bulks": stats.paused_bulk_actions(),
     }

@@ -34,7 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext as _
 from urllib3.util import parse_url
 
-from reports.errors import PermanentError, TransientError, escape_controls
+from reports.errors import PermanentError, TransientError, UpstreamError, escape_controls
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class UrlRefused(ValueError):
     """The URL breaks the policy. The message is meant for the client that named the URL."""
 
 
-class SourceUnreachable(TransientError):
+class SourceUnreachable(UpstreamError):
     """No HTTP answer came. One message whatever the cause once a connection was tried, so that a
     client cannot map which ports of an allowed host are open; `dns` marks the one cause that maps
     nothing (the allowlisted name did not resolve, so nothing was connected to)."""

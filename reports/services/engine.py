@@ -3,7 +3,7 @@
     claim_task           pending|retrying -> running (attempt n-1 -> n), with the attempt row
     renew_lease          a running attempt's lease, renewed by its worker's heartbeat
     complete_task        running -> done
-    record_attempt_failure  running -> retrying (due by its row) or dead (announced: task_died)
+    record_attempt_failure  running -> retrying (due by its row; our outages uncharged) or dead (task_died)
     take_back_lapsed     running -> retrying or dead, for attempts whose lease lapsed (abandoned)
     promote_due_retries  retrying -> pending once due, and the next attempt enqueued
     requeue_dead_task(s) dead -> pending, with a fresh attempt budget (what a replay is built on)
@@ -36,6 +36,7 @@ from reports.outputs import remove_attempt_output
 from reports.services.counters import CANCELLATIONS, DEATHS, STOPS, bump_counter
 from reports.services.engine_sql import claimed_task, statements
 from reports.services.enqueue import enqueue_attempts_on_commit, enqueue_next_attempt_on_commit
+from reports.services.infra_waits import NOT_WAITING, charged_wait, infra_wait, waits_event
 from reports.services.submission import validate_submission
 from reports.signals import task_died
 
@@ -149,30 +150,33 @@ def record_attempt_failure(
         if task is None or task.status != TaskStatus.RUNNING or task.attempt != attempt:
             logger.warning("failure of task %s attempt %s fenced: the task moved on", task_id, attempt)
             return "fenced"
-        retry = failure.retriable and attempt < task.max_attempts
+        wait = infra_wait(task, failure, now)  # None: charged
+        retry = wait is not None or (failure.retriable and attempt < task.max_attempts)
         if not retry and outcome == AttemptOutcome.ABANDONED:
             failure = _repeated_abandonment(task, attempt, failure)
         last_error = f"{failure.error_type}: {failure.message}"[:ERROR_MESSAGE_MAX]
-        if retry:
+        if wait is not None:
+            outcome, updates = AttemptOutcome.INFRA, wait
+        elif retry:
             # Counted within the run, so a replayed task climbs the ladder from its first step.
             delay = backoff_delay(attempt - task.attempts_before_run, settings.REPORT_RETRY_BACKOFF,
                                   jitter=settings.REPORT_RETRY_JITTER)
-            next_retry_at = now + timedelta(seconds=delay)
-            updates = {"status": TaskStatus.RETRYING, "next_retry_at": next_retry_at}
+            updates = {"status": TaskStatus.RETRYING, "next_retry_at": now + timedelta(seconds=delay)}
         else:
             updates = {"status": TaskStatus.DEAD, "finished_at": now, "next_retry_at": None}
         changed = ReportTask.objects.filter(pk=task_id, status=TaskStatus.RUNNING, attempt=attempt).update(
-            last_error=last_error, lease_expires_at=None, updated_at=now, **updates
-        )
+            last_error=last_error, lease_expires_at=None, updated_at=now, **(charged_wait(failure) | updates))
         if not changed:
             return "fenced"
         _close_attempt(task_id, attempt, outcome, now, task.started_at, failure)
         task.refresh_from_db()
+        if wait is not None:
+            bump_counter(kind=task.kind, event=waits_event(failure.origin))
         if retry:
             # Due by its row: whatever runs promote_due_retries enqueues it then, so no process
             # that may die holds the due time.
             logger.info("task %s attempt %s failed (%s); retry at %s", task_id, attempt, outcome,
-                        next_retry_at)
+                        updates["next_retry_at"])
             return TaskStatus.RETRYING
         bump_counter(kind=task.kind, event=DEATHS)
         task_died.send(sender=ReportTask, task=task, failure=failure)
@@ -262,7 +266,7 @@ def promote_due_retries(*, now: datetime | None = None, limit: int = 500) -> int
 def _fresh_run(now: datetime) -> dict:
     """dead -> pending: a fresh budget from the attempts used so far, no retry, lease or finish."""
     return {
-        "status": TaskStatus.PENDING, "attempts_before_run": F("attempt"),
+        "status": TaskStatus.PENDING, "attempts_before_run": F("attempt"), **NOT_WAITING,
         "max_attempts": F("attempt") + settings.REPORT_MAX_ATTEMPTS,
         "next_retry_at": None, "lease_expires_at": None, "finished_at": None, "updated_at": now,
     }

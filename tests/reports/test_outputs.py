@@ -1,6 +1,7 @@
 """reports.outputs on each storage backend: per-attempt keys, the download lookup (missing and
 escaping names), streaming of large files, and the removal of attempts' files."""
 
+import errno
 import os
 
 import pytest
@@ -111,6 +112,7 @@ def test_a_storage_error_names_the_stored_file_not_the_servers_media_root(media_
     with pytest.raises(OSError) as failed:
         stored(tmp_path, "blocked", 1)
     failure = FailureInfo.from_exception(failed.value)
+    assert failed.value.errno == errno.ENOTDIR, "the errno stays: a full disk (ENOSPC) is waited out"
     assert "Not a directory: 'MEDIA_ROOT/reports/blocked/attempt-1'" in failure.message
     assert str(media_root) not in failure.message and str(media_root) not in failure.traceback
     assert failure.retriable
