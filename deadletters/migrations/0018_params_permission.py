@@ -16,11 +16,6 @@ def grant_to_operators(apps, schema_editor):
         group.permissions.add(permission)
 
 
-def revoke_from_operators(apps, schema_editor):
-    Permission = apps.get_model("auth", "Permission")
-    Permission.objects.filter(content_type__app_label=VIEW_PARAMS[0], codename=VIEW_PARAMS[1]).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("deadletters", "0013_bulk_source"),
@@ -38,5 +33,5 @@ class Migration(migrations.Migration):
                 ]
             },
         ),
-        migrations.RunPython(grant_to_operators, revoke_from_operators),
+        migrations.RunPython(grant_to_operators, migrations.RunPython.noop),
     ]
