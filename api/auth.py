@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from api.errors import ApiError, api_error_response
 from api.language import api_language
 from reports.kinds import get_kind
-from reports.models import ApiToken
+from reports.models import ApiScope, ApiToken
 from reports.services.tokens import authenticate_token
 
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -29,6 +29,7 @@ UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # operator-only kinds (the other scopes name their permission on each endpoint).
 SUBMIT_PERMISSION = "reports.add_reporttask"
 OPERATOR_KINDS_PERMISSION = "reports.submit_operator_kinds"
+VIEW_PARAMS_PERMISSION = "deadletters.view_params"
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="report-api"'}
 
 
@@ -53,6 +54,14 @@ class ApiClient:
         if self.token is not None:
             return self.token.is_operator
         return self.user is not None and self.user.has_perm(OPERATOR_KINDS_PERMISSION)
+
+    @property
+    def can_see_params(self) -> bool:
+        """Whether params and tracebacks show unmasked (reports.kinds.masking.params_for_display): a
+        client's own tasks always; everyone's with the `params` scope or the session's permission."""
+        if self.token is not None:
+            return not self.token.is_operator or self.token.has_scope(ApiScope.PARAMS)
+        return self.user is not None and self.user.has_perm(VIEW_PARAMS_PERMISSION)
 
     @property
     def budget_holder(self) -> ApiToken | AbstractBaseUser | None:

@@ -18,6 +18,8 @@ REPLAY_PERMISSION = "deadletters.replay_deadletter"
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
 ARCHIVE_PERMISSION = "deadletters.archive_deadletter"
 TASK_VIEW_PERMISSION = "reports.view_reporttask"
+# Without it params show their keys with masked values, and tracebacks (which quote them) are hidden.
+VIEW_PARAMS_PERMISSION = "deadletters.view_params"
 AUDIT_VIEW_PERMISSION = "deadletters.view_auditentry"
 BULK_VIEW_PERMISSION = "deadletters.view_bulkaction"
 BATCH_VIEW_PERMISSION = "reports.view_reportbatch"

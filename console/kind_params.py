@@ -8,6 +8,8 @@ and the kind's own validation judges what the fields post.
 
 from django.utils.translation import gettext, ngettext
 
+from reports.kinds.masking import MASK
+
 
 def _number(value) -> str:
     if value is None:
@@ -37,6 +39,8 @@ FIELD_PREFIX = "param-"
 
 
 def _shown(param, value):
+    if value == MASK:
+        return MASK
     if param.type == "boolean":
         return value in (True, "true")
     return "" if value is None else str(value)
@@ -44,9 +48,10 @@ def _shown(param, value):
 
 def param_rows(kind, values: dict | None = None) -> list[dict]:
     """Each parameter with its words and, for its field, the value to show (`values`: the
-    letter's params, or what the fields posted)."""
+    letter's params as the operator may see them, or what the fields posted). A masked value is a
+    text field holding the mask, whatever the parameter's type."""
     values = values or {}
-    return [
+    rows = [
         {
             "name": param.name,
             "type": param.type,
@@ -63,6 +68,9 @@ def param_rows(kind, values: dict | None = None) -> list[dict]:
         }
         for param in kind.params
     ]
+    masked = {"type": "string", "choices": (), "input_type": "text", "minimum": None, "maximum": None,
+              "max_length": None, "masked": True}
+    return [{**row, **masked} if row["value"] == MASK else row for row in rows]
 
 
 def fits_fields(kind, params: dict) -> bool:
@@ -83,7 +91,9 @@ def params_from_fields(kind, post) -> dict:
     for name, raw in posted_values(kind, post).items():
         param = next(p for p in kind.params if p.name == name)
         raw = raw.strip()
-        if param.type == "boolean":
+        if raw == MASK:  # left masked: the stored value stays (reports.kinds.masking.unmask_params)
+            params[name] = raw
+        elif param.type == "boolean":
             params[name] = raw == "true"
         elif raw and param.type in ("integer", "number") and not param.choices:
             params[name] = _number_or_text(raw, param.type)

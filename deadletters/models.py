@@ -62,6 +62,8 @@ class DeadLetter(models.Model):
             ("archive_deadletter", "Can archive, discard and restore dead letters"),
             # Changing what a task does is more than running it again (Oban Web splits them too).
             ("replay_edited_deadletter", "Can replay dead letters with edited params"),
+            # Params can name customers and amounts; tracebacks quote them (docs/console.md).
+            ("view_params", "Can see task params and tracebacks"),
         ]
 
     def __str__(self) -> str:

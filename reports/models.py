@@ -35,6 +35,8 @@ class ApiScope(models.TextChoices):
     OPERATOR = "operator"
     # Reads GET /metrics and nothing else.
     METRICS = "metrics"
+    # With operator: other clients' params and tracebacks unmasked (a client always sees its own).
+    PARAMS = "params"
 
 
 def idempotency_constraints(prefix: str) -> list[models.UniqueConstraint]:

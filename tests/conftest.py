@@ -486,8 +486,9 @@ def operators_group():
 
     migration = importlib.import_module("deadletters.migrations.0002_operators_group")
     edit = importlib.import_module("deadletters.migrations.0003_replay_edit_permission")
+    params = importlib.import_module("deadletters.migrations.0018_params_permission")
     group, _ = Group.objects.get_or_create(name="Operators")
-    for app_label, codename in [*migration.OPERATOR_PERMISSIONS, edit.EDIT_PERMISSION]:
+    for app_label, codename in [*migration.OPERATOR_PERMISSIONS, edit.EDIT_PERMISSION, params.VIEW_PARAMS]:
         group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     return group
 

@@ -50,7 +50,8 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
             "description": (
                 "Submit report tasks, follow them, fetch their output, list and replay dead letters. "
                 "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token NAME "
-                "--scope ...`; a token sees only its own tasks unless it has the `operator` scope; submits "
+                "--scope ...`; a token sees only its own tasks unless it has the `operator` scope, and "
+                "other clients' params (masked `•••`) only with the `params` scope too; submits "
                 "are limited per token: 429 with Retry-After) or a console session (staff; POSTs need the "
                 "CSRF token). Every error is "
                 '`{"error": "...", "field": "..." | null}`.'

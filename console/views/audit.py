@@ -6,22 +6,29 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from console.access import AUDIT_VIEW_PERMISSION, console_view
-from console.views.common import pager_context, param, parse_cursor, pretty_json, wants_partial
+from console.views.common import pager_context, param, parse_cursor, pretty_json, sees_params, wants_partial
 from deadletters.selectors import audit as audit_selectors
+from reports.kinds.masking import params_for_display
 
 
-def decorate_audit(entries) -> list:
-    """Pretty JSON for details and the params diff, rendered escaped by the templates; the bulk run
-    an entry belongs to (a bulk's own row, or one letter it acted on), for a link to its page."""
+def decorate_audit(entries, *, can_see: bool) -> list:
+    """Pretty JSON for details and the params diff (masked as `can_see` says), rendered escaped by
+    the templates; the bulk run an entry belongs to (a bulk's own row, or one letter it acted on),
+    for a link to its page."""
     for entry in entries:
         details = entry.details if isinstance(entry.details, dict) else {"value": entry.details}
+        diff = details.get("params_diff")
+        if isinstance(diff, dict):
+            kind = entry.task.kind if entry.task_id else ""
+            diff = {side: params_for_display(diff.get(side), kind, can_see=can_see)
+                    for side in ("before", "after")}
+            details = {**details, "params_diff": diff}
         entry.bulk_public_id = _uuid_or_none(details.get("bulk"))
         # A bulk replay of one letter at a time is what the letter's "Replay later…" made.
         later = (entry.action == "bulk_replay" and details.get("start_at")
                  and len(details.get("ids") or ()) == 1)
         entry.shown_action = "replay_later" if later else entry.action
         entry.details_json = pretty_json(details) if details else ""
-        diff = details.get("params_diff")
         entry.diff_before = entry.diff_after = None
         if isinstance(diff, dict):
             entry.diff_before = pretty_json(diff.get("before"))
@@ -57,7 +64,7 @@ def audit(request):
         **pager_context(page, params),
         "is_filtered": bool(actor or action),
     }
-    decorate_audit(page.items)
+    decorate_audit(page.items, can_see=sees_params(request))
     if wants_partial(request):
         return render(request, "console/_audit_rows.html", context)
     return render(request, "console/audit.html", context)

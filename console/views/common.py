@@ -9,7 +9,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
 from config.keyset import Cursor, InvalidCursor
+from console.access import VIEW_PARAMS_PERMISSION
 from deadletters.selectors.letters import cause_sample
+from reports.kinds.masking import params_for_display
 from reports.models import ReportBatch
 
 
@@ -55,6 +57,15 @@ def pager_context(page, params: dict) -> dict:
 
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def shown_params(request, params, kind: str) -> str:
+    """Params as pretty JSON, as this operator may see them (reports/kinds/masking.py)."""
+    return pretty_json(params_for_display(params, kind, can_see=sees_params(request)))
+
+
+def sees_params(request) -> bool:
+    return request.user.has_perm(VIEW_PARAMS_PERMISSION)
 
 
 def actor(request) -> str:

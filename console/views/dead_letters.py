@@ -9,11 +9,11 @@ from django.utils import timezone
 from django_htmx.http import HttpResponseStopPolling, push_url
 
 from config.keyset import Cursor, InvalidCursor
-from console.access import VIEW_PERMISSION, console_view
+from console.access import VIEW_PARAMS_PERMISSION, VIEW_PERMISSION, console_view
 from console.refusals import filter_refusal
 from console.traceback import parse_traceback
 from console.views.audit import decorate_audit
-from console.views.common import filter_values, parse_cursor, pretty_json, wants_partial
+from console.views.common import filter_values, parse_cursor, sees_params, shown_params, wants_partial
 from console.views.tasks import task_state_context
 from deadletters.alerts.causes import new_causes
 from deadletters.bulk.schedule import scheduled_replays_of
@@ -153,14 +153,14 @@ def deadletter_detail(request, letter_id: int):
         "new_release": new.get(letter.fingerprint, ""),
         "letter": letter,
         "task": task,
-        "params_json": pretty_json(letter.params),
+        "params_json": shown_params(request, letter.params, letter.kind),
         "task_params_changed": task.params != letter.params,
-        "task_params_json": pretty_json(task.params),
+        "task_params_json": shown_params(request, task.params, task.kind),
         "traceback_truncated": (letter.traceback_length or 0) > len(letter.traceback_head or ""),
         "parsed_traceback": parse_traceback(letter.traceback_head or ""),
         "attempts": task_attempts(task),
         "alerts": letter_selectors.alerts_for_dead_letter(letter),
-        "audit": decorate_audit(audit_for_dead_letter(letter)),
+        "audit": decorate_audit(audit_for_dead_letter(letter), can_see=sees_params(request)),
         "related": related,
         "related_count": related_count,
         "related_capped": related_capped,
@@ -176,7 +176,7 @@ def deadletter_detail(request, letter_id: int):
     return render(request, "console/detail.html", context)
 
 
-@console_view(VIEW_PERMISSION)
+@console_view((VIEW_PERMISSION, VIEW_PARAMS_PERMISSION))
 def deadletter_traceback(request, letter_id: int):
     letter = letter_selectors.dead_letter_by_id(letter_id)
     if letter is None:

@@ -19,7 +19,7 @@ from console.access import ARCHIVE_PERMISSION, REPLAY_EDIT_PERMISSION, REPLAY_PE
 from console.forms import ReasonForm, ReplayEditForm
 from console.kind_params import fits_fields, param_rows, params_from_fields, posted_values
 from console.refusals import letter_conflict, replay_refusal
-from console.views.common import actor, pretty_json, render_conflict
+from console.views.common import actor, render_conflict, sees_params, shown_params
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.models import DeadLetter, DeadLetterStatus
 from deadletters.selectors.letters import newer_dead_letters_of_task
@@ -31,6 +31,7 @@ from deadletters.services.transitions import (
 )
 from reports.errors import InvalidParams
 from reports.kinds import get_kind
+from reports.kinds.masking import params_for_display, unmask_params
 from reports.models import ReportTask, TaskStatus
 from reports.services import TaskNotReplayable
 
@@ -66,15 +67,17 @@ def _not_replayable_exc(letter: DeadLetter) -> TaskNotReplayable:
     return TaskNotReplayable(letter.task, replayed_by=letter.replayed_by, replayed_at=letter.replayed_at)
 
 
-def _edit_context(letter: DeadLetter, form, *, fields_post=None) -> dict:
-    """The kind's fields (filled from the letter's params, or from what they posted) and the JSON."""
+def _edit_context(request, letter: DeadLetter, form, *, fields_post=None) -> dict:
+    """The kind's fields (filled from the letter's params as this operator may see them, or from
+    what they posted) and the JSON. A masked value left as it is keeps the stored one."""
     kind = get_kind(letter.kind)
     use_fields = fits_fields(kind, letter.params)
-    values = posted_values(kind, fields_post) if use_fields and fields_post is not None else letter.params
+    shown = params_for_display(letter.params, letter.kind, can_see=sees_params(request))
+    values = posted_values(kind, fields_post) if use_fields and fields_post is not None else shown
     return {
         "letter": letter,
         "form": form,
-        "params_json": pretty_json(letter.params),
+        "params_json": shown_params(request, letter.params, letter.kind),
         "kind_params": param_rows(kind, values) if kind else (),
         "kind_title": _(kind.title) if kind else "",
         "use_fields": use_fields,
@@ -128,7 +131,7 @@ def replay(request, letter_id: int):
     return render(
         request,
         "console/replay_confirm.html",
-        {"letter": letter, "form": form, "params_json": pretty_json(letter.params)},
+        {"letter": letter, "form": form, "params_json": shown_params(request, letter.params, letter.kind)},
         status=400 if form.is_bound else 200,
     )
 
@@ -141,12 +144,9 @@ def replay_edit(request, letter_id: int):
     if not _is_replayable(letter):
         return _replay_refused(request, letter, _not_replayable_exc(letter))
     if request.method == "GET":
-        initial = {"params": pretty_json(letter.params)}
-        return render(
-            request,
-            "console/replay_edit.html",
-            _edit_context(letter, ReplayEditForm(initial=initial)),
-        )
+        initial = {"params": shown_params(request, letter.params, letter.kind)}
+        form = ReplayEditForm(initial=initial)
+        return render(request, "console/replay_edit.html", _edit_context(request, letter, form))
     fields_post = None
     data = request.POST
     kind = get_kind(letter.kind)
@@ -156,7 +156,8 @@ def replay_edit(request, letter_id: int):
         data["params"] = json.dumps(params_from_fields(kind, request.POST))
     form = ReplayEditForm(data)
     if form.is_valid():
-        outcome = _replay(request, letter, form, params=form.cleaned_data["params"])
+        params = unmask_params(form.cleaned_data["params"], letter.params)
+        outcome = _replay(request, letter, form, params=params)
         if isinstance(outcome, HttpResponse):
             return outcome
         if outcome is not None:
@@ -167,8 +168,8 @@ def replay_edit(request, letter_id: int):
             )
             return redirect(_detail_url(letter.pk))
     # Refused input: the form again with every error, as a 400 (nothing was changed).
-    return render(request, "console/replay_edit.html", _edit_context(letter, form, fields_post=fields_post),
-                  status=400)
+    return render(request, "console/replay_edit.html",
+                  _edit_context(request, letter, form, fields_post=fields_post), status=400)
 
 
 # Per action: the page title when nothing was done, and the message when it was.

@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseStopPolling
 from config.keyset import keyset_page
 from console.access import TASK_VIEW_PERMISSION, VIEW_PERMISSION, console_view
 from console.views.audit import decorate_audit
-from console.views.common import pager_context, param, parse_cursor, pretty_json, wants_partial
+from console.views.common import pager_context, param, parse_cursor, sees_params, shown_params, wants_partial
 from deadletters.selectors.audit import audit_for_task
 from deadletters.selectors.letters import newer_dead_letters_of_task
 from reports.models import ReportTask, TaskStatus
@@ -82,6 +82,9 @@ def task_list(request):
                        % {"value": task_id[:36]})
         task_id = ""
     client, params_text = param(request, "client", 150), param(request, "params", 200)
+    if params_text and not sees_params(request):  # a search would tell what the params hold
+        notices.append(_("Searching the params needs the permission to see them: filter ignored."))
+        params_text = ""
     cursor = parse_cursor(request, notices)
     # The list shows the head of each dead or retrying task's last error (the full text is on its page).
     qs = tasks_matching(
@@ -124,10 +127,10 @@ def task_detail(request, public_id: uuid.UUID):
     letters = list(task.dead_letters.defer("traceback", "params").order_by("-created_at", "-id")[:50])
     context = {
         "task": task,
-        "params_json": pretty_json(task.params),
+        "params_json": shown_params(request, task.params, task.kind),
         "attempts": task_attempts(task),
         "letters": letters,
-        "audit": decorate_audit(audit_for_task(task)),
+        "audit": decorate_audit(audit_for_task(task), can_see=sees_params(request)),
         **task_state_context(task, after_letter_id=None),
     }
     return render(request, "console/task_detail.html", context)

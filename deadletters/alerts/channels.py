@@ -5,7 +5,9 @@ in ALERT_CHANNELS (docs/operators.md), each with its routing rules:
 An event is what a message says: `death` (a dead letter), `new_cause` (the first death of a cause
 never seen before), `batch` (a batch finished), `resolved` (a cause went quiet, and the other
 notices), `test`. A digest carries deaths, so a channel takes digests when it takes deaths or new
-causes. `kinds` limits a channel to some report kinds (empty: all).
+causes. `kinds` limits a channel to some report kinds (empty: all). A death card lists the params'
+keys with masked values unless the channel says `"show_params": true` (a kind's sensitive params
+stay masked).
 """
 
 import hashlib
@@ -47,6 +49,7 @@ class Channel:
     wrap_links: bool = False
     events: frozenset = EVENTS
     kinds: frozenset = frozenset()
+    show_params: bool = False
     rate_per_minute: int = 20
     rate_per_second: int = 0
     timeout: float = 5.0
@@ -122,6 +125,7 @@ def _parse_one(raw, seen: set[str]) -> Channel:
         to=tuple(str(a).strip() for a in raw.get("to") or () if str(a).strip()),
         events=events | {"test"},
         kinds=frozenset(str(k) for k in raw.get("kinds") or ()),
+        show_params=raw.get("show_params", False),
         rate_per_minute=int(raw.get("rate_per_minute") or defaults["rate_per_minute"]),
         rate_per_second=int(raw.get("rate_per_second") or defaults["rate_per_second"]),
         timeout=float(raw.get("timeout") or 5.0),
@@ -133,6 +137,8 @@ def _parse_one(raw, seen: set[str]) -> Channel:
         raise ValueError(f'channel {name}: "url" must be an http(s) URL')
     if kind == "webhook" and not channel.secret:
         raise ValueError(f'channel {name}: a webhook channel needs a "secret" to sign with')
+    if not isinstance(channel.show_params, bool):
+        raise ValueError(f'channel {name}: "show_params" must be true or false')
     if channel.rate_per_minute < 1 or channel.timeout <= 0 or channel.max_attempts < 1:
         raise ValueError(f"channel {name}: rate_per_minute, timeout and max_attempts must be positive")
     seen.add(name)

@@ -13,6 +13,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy as pgettext
 
+from deadletters.alerts.channels import channel_named
 from deadletters.alerts.text import TITLE_MAX, format_time, neutral
 from deadletters.links import (
     batch_url,
@@ -23,7 +24,8 @@ from deadletters.links import (
     fingerprint_url,
     replay_confirm_url,
 )
-from deadletters.models import AlertCategory, OpenLetterCount
+from deadletters.models import AlertCategory, DeadLetter, OpenLetterCount
+from reports.kinds.masking import params_for_display
 
 
 def _card(event: str, title: str, lines: list[str], links: list[tuple[str, str]]) -> dict:
@@ -65,11 +67,23 @@ def _cause_links(fingerprint: str, count: int) -> list[tuple[str, str]]:
     return [(_("Replay the cause (%(n)s)…") % {"n": count}, cause_replay_preview_url(fingerprint))]
 
 
+def params_line(alert) -> str:
+    """The dead letter's params as the alert's channel may show them: their keys, with values
+    masked unless the channel says `show_params` (sensitive ones always masked)."""
+    letter = DeadLetter.objects.filter(pk=alert.dead_letter_id).values_list("kind", "params").first()
+    if not letter or not letter[1]:
+        return ""
+    channel = channel_named(alert.channel)
+    shown = params_for_display(letter[1], letter[0], can_see=bool(channel and channel.show_params))
+    return _("Params: %(v)s") % {"v": neutral(", ".join(f"{k}={v}" for k, v in sorted(shown.items())))}
+
+
 def death_card(
-    payload: dict, fingerprint: str, *, more: int = 0, minutes: int = 0, follow_up: bool = False
+    payload: dict, fingerprint: str, *, more: int = 0, minutes: int = 0, follow_up: bool = False,
+    params: str = "",
 ) -> dict:
     """One death, with `more` deaths of its cause it carries; a follow-up of an announced cause
-    is headed by them: "+N more of <cause> in the last M minutes"."""
+    is headed by them: "+N more of <cause> in the last M minutes". `params`: its params_line."""
     kind = neutral(payload.get("kind", ""), 60)
     cause = cause_text(payload)
     count = open_letters(fingerprint) if fingerprint else 0
@@ -95,6 +109,7 @@ def death_card(
         _("Time: %(v)s") % {"v": format_time(payload.get("created_at"))},
         _("Task: %(v)s") % {"v": neutral(payload.get("task_id", ""))},
     ]
+    lines += [params] if params else []
     dl_id = payload.get("dead_letter_id")
     if follow_up:
         links = [(_("Open the cause"), fingerprint_url(fingerprint))]
@@ -248,7 +263,8 @@ def alert_card(alert, **death) -> dict:
             return resolved_card(alert.payload)
         if alert.category == AlertCategory.TEST:
             return test_card(alert.created_at)
-        return death_card(alert.payload, alert.fingerprint, **death)
+        params = "" if death.get("follow_up") else params_line(alert)
+        return death_card(alert.payload, alert.fingerprint, params=params, **death)
 
 
 def _group_line(group: dict) -> str:

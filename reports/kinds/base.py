@@ -67,6 +67,8 @@ class Param:
     max_length: int | None = None
     # Further JSON Schema keywords for what only the document states (the kind checks it itself).
     schema_extra: Callable[[], dict] | None = None
+    # Masked for everyone but the worker: pages, API, exports, cards, the stored error and traceback.
+    sensitive: bool = False
 
     def default_value(self) -> Any:
         return self.default() if callable(self.default) else self.default
@@ -146,6 +148,8 @@ class Param:
             schema["default"] = default
         if self.description:
             schema["description"] = self.description
+        if self.sensitive:
+            schema["writeOnly"] = True  # sent, never shown back
         if self.schema_extra is not None:
             schema.update(self.schema_extra())
         return schema
@@ -189,6 +193,10 @@ class ReportKind:
         if errors:
             raise InvalidParamsList(errors)
         return cleaned
+
+    @property
+    def sensitive_keys(self) -> frozenset[str]:
+        return frozenset(param.name for param in self.params if param.sensitive)
 
     def check(self, cleaned: dict[str, Any]) -> list[tuple[str, str]]:
         """Rules across params that one declaration cannot state; (field, message) for each broken one."""

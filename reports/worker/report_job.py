@@ -22,6 +22,7 @@ from config.observability import error_capture, log_context, span
 from reports.errors import PermanentError
 from reports.kinds import get_kind
 from reports.kinds.base import RunContext
+from reports.kinds.masking import masked_failure
 from reports.models import AttemptOutcome, ReportTask
 from reports.outputs import remove_other_attempts_output, remove_output, scratch_dir, store_output
 from reports.services import (
@@ -114,11 +115,16 @@ def run_kind(handed: HandedOver, *, scratch: Path | None = None) -> RunResult:
                 path = kind.generate(handed.params, ctx)
             output_file = store_output(path, handed.public_id, handed.attempt) if path else ""
         except JobTimeoutException as exc:
-            return RunResult(TIMEOUT, failure=FailureInfo.from_exception(exc))
+            return RunResult(TIMEOUT, failure=_failure(exc, handed))
         except Exception as exc:  # classified by is_retriable when the worker records it
             error_capture(exc)  # Sentry, when SENTRY_DSN is set: one event, tagged with the ids
-            return RunResult(FAILED, failure=FailureInfo.from_exception(exc))
+            return RunResult(FAILED, failure=_failure(exc, handed))
     return RunResult(DONE, output_file=output_file)
+
+
+def _failure(exc: BaseException, handed: HandedOver) -> FailureInfo:
+    """The error as it is stored: the kind had the real params, the record masks the sensitive ones."""
+    return masked_failure(FailureInfo.from_exception(exc), handed.params, handed.kind)
 
 
 def fan_out_batch(batch_id=None) -> str:

@@ -9,8 +9,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from deadletters.models import AuditEntry, BulkAction, DeadLetter, DeadLetterStatus
+from reports.kinds.masking import MASK
 from reports.models import ReportTask, TaskStatus
 from tests.factories import make_dead_letter, make_task
+from tests.secret_kind import API_KEY, CUSTOMER, PARAMS, make_secret_letter, secret_kind  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -66,13 +68,23 @@ def test_the_csv_export_holds_no_formula_a_spreadsheet_would_run():
     for message in attacks:
         make_dead_letter(error_message=message, error_type="-5", params={"formula": "=1+1"})
 
-    out, _ = run("export_deadletters", "--format", "csv")
+    out, _ = run("export_deadletters", "--format", "csv", "--show-params")
 
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [row["error_message"] for row in rows] == ["'" + message for message in attacks]
     assert {row["error_type"] for row in rows} == {"-5"}
     assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row.values()
                    if cell != "-5")
+
+
+def test_the_export_masks_params_unless_asked_and_sensitive_ones_always(secret_kind):  # noqa: F811
+    make_secret_letter()
+    for fmt in ("jsonl", "csv"):
+        masked, _ = run("export_deadletters", "--format", fmt)
+        shown, _ = run("export_deadletters", "--format", fmt, "--show-params")
+        assert CUSTOMER not in masked and API_KEY not in masked and MASK in masked
+        assert CUSTOMER in shown and API_KEY not in shown
+    assert json.loads(run("export_deadletters")[0])["params"] == {key: MASK for key in PARAMS}
 
 
 def test_export_fails_loudly_on_a_bad_filter_or_path(tmp_path):

@@ -8,6 +8,7 @@ from django.utils.translation import ngettext
 from deadletters.filters import filtered_dead_letters
 from deadletters.management.filter_options import add_filter_options, filters_from_options
 from reports.kinds.base import neutralise_cell
+from reports.kinds.masking import params_for_display
 
 FIELDS = (
     "id", "task_id", "kind", "status", "error_type", "error_message", "fingerprint", "attempts",
@@ -16,9 +17,10 @@ FIELDS = (
 PROGRESS_EVERY = 10_000
 
 
-def _row(letter) -> dict:
+def _row(letter, *, show_params: bool) -> dict:
     row = {name: getattr(letter, name, None) for name in FIELDS}
     row["task_id"] = str(letter.task.public_id)
+    row["params"] = params_for_display(letter.params, letter.kind, can_see=show_params)
     for name in ("created_at", "expire_at", "replayed_at", "archived_at", "discarded_at"):
         row[name] = row[name].isoformat() if row[name] else None
     return row
@@ -27,15 +29,18 @@ def _row(letter) -> dict:
 class Command(BaseCommand):
     help = (
         "Export the dead letters a filter matches (the console's list filter; open ones by default) "
-        "to CSV or JSON Lines, in id order, tracebacks left out. Progress goes to stderr."
+        "to CSV or JSON Lines, in id order, tracebacks left out and params masked unless --show-params "
+        "(a kind's sensitive params stay masked). Progress goes to stderr."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
         parser.add_argument("--output", "-o", default="-", help="a file to write (default: stdout)")
+        parser.add_argument("--show-params", action="store_true",
+                            help="write the params' values (default: their keys with masked values)")
         add_filter_options(parser)
 
-    def handle(self, *args, format, output, verbosity, **options):
+    def handle(self, *args, format, output, verbosity, show_params, **options):
         letters = (
             filtered_dead_letters(filters_from_options(options))
             .select_related("task")
@@ -52,7 +57,7 @@ class Command(BaseCommand):
             if writer:
                 writer.writeheader()
             for letter in letters.iterator(chunk_size=2000):
-                row = _row(letter)
+                row = _row(letter, show_params=show_params)
                 if writer:
                     # Messages and params come from clients and sources: no cell a spreadsheet would run.
                     row["params"] = json.dumps(row["params"], ensure_ascii=False)
