@@ -131,9 +131,11 @@ def refuse_operator_only_kinds(client: ApiClient, kinds) -> None:
 
 
 def api_endpoint(
-    *, methods: tuple[str, ...], scope: str | None = None, permission: str | None = None, public: bool = False
+    *, methods: tuple[str, ...], scope: str | None = None, permission: str | dict | None = None,
+    public: bool = False,
 ):
-    """Decorate an API view; `scope` is what a token needs, `permission` what a session user needs."""
+    """Decorate an API view; `scope` is what a token needs, `permission` what a session user needs
+    (or a dict of them by method)."""
 
     def decorate(view):
         @wraps(view)
@@ -150,7 +152,8 @@ def api_endpoint(
                         headers={"Allow": ", ".join(methods)},
                     )
                 if not public:
-                    request.api_client = authenticate(request, permission=permission, scope=scope)
+                    needs = permission.get(request.method) if isinstance(permission, dict) else permission
+                    request.api_client = authenticate(request, permission=needs, scope=scope)
                 response = view(request, *args, **kwargs)
             except ApiError as exc:
                 response = api_error_response(exc)

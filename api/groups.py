@@ -1,5 +1,6 @@
 """GET /report/dead-letters/groups: the dead-letter list's letters grouped by cause (fingerprint),
 biggest first, each with its deaths per hour over 24 h and its trend (deadletters.selectors.trends).
+GET/PUT/DELETE /report/cause/<fingerprint>/note: a cause's runbook note (see api/openapi/groups.py).
 
 The filters and the scope are the list's (api/dead_letters.py): a token without `operator` sees
 only causes of its own tasks' letters, and counts, samples and deaths only among those."""
@@ -9,14 +10,23 @@ from django.utils import timezone
 
 from api.auth import api_endpoint
 from api.dead_letters import letter_filters
-from api.request_body import iso
+from api.errors import ApiError
+from api.request_body import iso, read_json_object
 from deadletters.alerts.causes import new_causes
+from deadletters.audit import client_ip
 from deadletters.links import fingerprint_url
+from deadletters.models import CauseState
+from deadletters.selectors.cause_notes import cause_note
 from deadletters.selectors.letters import GROUPS_LIMIT, client_fingerprint_groups, message_preview
 from deadletters.selectors.trends import sparkline_start
+from deadletters.services.cause_notes import FINGERPRINT, cause_note_save
+from reports.errors import InvalidParams
 from reports.models import ApiScope
 
 GROUPS_QUERY = {"kind", "fingerprint", "q"}
+# Reading a note is reading dead letters; writing one is what muting a cause's alerts needs.
+NOTE_PERMISSIONS = {"GET": "deadletters.view_deadletter", "PUT": "deadletters.replay_deadletter",
+                    "DELETE": "deadletters.replay_deadletter"}
 
 
 @api_endpoint(methods=("GET",), scope=ApiScope.READ, permission="deadletters.view_deadletter")
@@ -53,3 +63,23 @@ def dead_letter_groups(request):
             "deaths_24h_start": iso(sparkline_start(now)),
         }
     )
+
+
+@api_endpoint(methods=("GET", "PUT", "DELETE"), scope=ApiScope.OPERATOR, permission=NOTE_PERMISSIONS)
+def cause_note_view(request, fingerprint):
+    if not FINGERPRINT.match(fingerprint):
+        raise ApiError(404, "no such cause: a fingerprint is 40 lowercase hexadecimal characters")
+    if request.method != "GET":
+        data = read_json_object(request, allowed={"text", "links"}) if request.method == "PUT" else {}
+        try:
+            cause_note_save(fingerprint=fingerprint, texts=data.get("text", {}), links=data.get("links", []),
+                            actor=request.api_client.actor, source="api", ip_address=client_ip(request))
+        except InvalidParams as exc:
+            raise ApiError(422, exc.message, exc.field) from None
+        except CauseState.DoesNotExist:
+            pass  # answered below
+    note = cause_note(fingerprint)
+    if note is None:
+        raise ApiError(404, "no dead letter ever had this fingerprint")
+    return JsonResponse({"fingerprint": fingerprint, "text": note.texts, "links": note.links,
+                         "updated_by": note.updated_by or None, "updated_at": iso(note.updated_at)})

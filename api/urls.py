@@ -11,6 +11,7 @@ urlpatterns = [
     path("task/submit", tasks.submit, name="task-submit"),
     path("task/dead-letters", dead_letters.dead_letters, name="dead-letters"),
     path("dead-letters/groups", groups.dead_letter_groups, name="dead-letter-groups"),
+    path("cause/<str:fingerprint>/note", groups.cause_note_view, name="cause-note"),
     path("task/<str:task_id>/status", tasks.task_status, name="task-status"),
     path("task/<str:task_id>/replay", tasks.task_replay, name="task-replay"),
     path("task/<str:task_id>/output", tasks.task_output, name="task-output"),

@@ -59,6 +59,8 @@ COMMON = {
     "stop": pgettext_lazy("action", "stop attempt"),
     "retry_now": pgettext_lazy("action", "retry now"),
     "snooze_alerts": pgettext_lazy("action", "mute alerts"),
+    "cause_note": pgettext_lazy("action", "runbook note"),
+    "cause_note_clear": pgettext_lazy("action", "runbook note cleared"),
     "lift_snooze": pgettext_lazy("action", "unmute alerts"),
     "replay_later": pgettext_lazy("action", "replay later"),
     "pause_kind": pgettext_lazy("action", "pause kind"),

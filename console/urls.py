@@ -73,6 +73,7 @@ urlpatterns = [
     path("alerts/snoozes/", alerts.snooze_list, name="alert-snoozes"),
     path("alerts/snooze/", alerts.snooze_create, name="alert-snooze"),
     path("alerts/snoozes/<int:snooze_id>/lift/", alerts.snooze_lift, name="alert-snooze-lift"),
+    path("causes/<str:fingerprint>/note/", alerts.cause_note, name="cause-note"),
     path("kinds/<str:kind>/pause/", kinds.kind_pause, name="kind-pause"),
     path("kinds/<str:kind>/resume/", kinds.kind_resume, name="kind-resume"),
 ]

@@ -196,8 +196,9 @@ class Alert(models.Model):
 
 
 class CauseState(models.Model):
-    """What alerting knows of one fingerprint: when it first died (and under which release), and
-    its current episode of deaths, which ends with one resolved notice after a quiet period."""
+    """What alerting knows of one fingerprint: when it first died (and under which release), its
+    current episode of deaths, which ends with one resolved notice after a quiet period, and the
+    team's runbook note on it."""
 
     fingerprint = models.CharField(max_length=40, unique=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
@@ -208,6 +209,11 @@ class CauseState(models.Model):
     sample_kind = models.CharField(max_length=64, blank=True)
     sample_error_type = models.CharField(max_length=200, blank=True)
     sample_message = models.CharField(max_length=300, blank=True)
+    # The team's runbook note (deadletters.services.cause_notes): text per language, links, who, when.
+    note_text = models.JSONField(default=dict, blank=True)
+    note_links = models.JSONField(default=list, blank=True)
+    note_by = models.CharField(max_length=150, blank=True)
+    note_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["episode_started_at", "last_death_at"], name="cause_episode")]

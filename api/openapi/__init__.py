@@ -9,7 +9,7 @@ from api.openapi.alerts import alert_paths
 from api.openapi.batches import batch_paths
 from api.openapi.bulk import bulk_components, bulk_paths
 from api.openapi.controls import control_components, control_paths
-from api.openapi.groups import group_components, group_paths
+from api.openapi.groups import group_components, group_paths, note_paths
 from api.openapi.operator import operator_paths
 from api.openapi.schemas import components
 from api.openapi.tasks import task_paths
@@ -17,7 +17,8 @@ from api.openapi.tasks import task_paths
 TAGS = [
     {"name": "tasks", "description": "Submit a report task, follow it, download its file, replay it."},
     {"name": "dead letters",
-     "description": "Tasks that died: open letters, newest first, and grouped by cause."},
+     "description": "Tasks that died: open letters, newest first, grouped by cause, and each cause's "
+     "runbook note."},
     {"name": "batches", "description": "Many tasks submitted at once, and their progress."},
     {"name": "Task controls", "description": "Cancel, retry now or stop one task."},
     {"name": "Operator actions", "description": "What an operator does to one dead letter or kind: archive, "
@@ -58,8 +59,8 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
             ),
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
-        "paths": {**task_paths(), **group_paths(), **control_paths(), **operator_paths(), **bulk_paths(),
-                  **batch_paths(), **alert_paths()},
+        "paths": {**task_paths(), **group_paths(), **note_paths(), **control_paths(), **operator_paths(),
+                  **bulk_paths(), **batch_paths(), **alert_paths()},
         "components": _with(
             components(public=public), {**control_components(), **group_components(), **bulk_components()}
         ),

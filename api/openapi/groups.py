@@ -1,9 +1,21 @@
-"""The dead-letter groups resource of the OpenAPI document, and the filter parameters it shares
-with the dead-letter list."""
+"""The dead-letter groups resource of the OpenAPI document, the filter parameters it shares with
+the dead-letter list, and a cause's runbook note."""
 
-from api.openapi.common import FORBIDDEN, NOT_ALLOWED, UNAUTHORIZED, error, json_response, needs_scope
+from api.openapi.common import (
+    FORBIDDEN,
+    MALFORMED,
+    NO_NUL,
+    NOT_ALLOWED,
+    NOT_JSON,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    error,
+    json_response,
+    needs_scope,
+)
 from deadletters.selectors.letters import GROUPS_LIMIT
 from deadletters.selectors.trends import SPARKLINE_HOURS, TRENDS
+from deadletters.services.cause_notes import LINK_MAX, LINK_PATTERN, LINKS_MAX, NOTE_LANGUAGES, TEXT_MAX
 from reports.kinds import KINDS
 
 
@@ -76,9 +88,66 @@ def group_paths() -> dict:
     }
 
 
+_NOTE_WHO = ("Token scope `operator`; sessions: `deadletters.view_deadletter` to read, "
+             "`deadletters.replay_deadletter` (as for muting alerts) to write.")
+_NOTE = json_response("The cause's note (empty `text` and `links` when it has none).",
+                      "#/components/schemas/CauseNote")
+_NO_CAUSE = error("Not a fingerprint, or no dead letter ever had this one.")
+
+
+def note_paths() -> dict:
+    operation = {"tags": ["dead letters"], **needs_scope("operator"), "parameters": [{
+        "name": "fingerprint", "in": "path", "required": True, "description": "The cause.",
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{40}$"}}]}
+    text = {"type": "string", "maxLength": TEXT_MAX, "pattern": NO_NUL,
+            "description": "Control and invisible characters are dropped; the first line goes into alerts."}
+    body = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "text": {"type": "object", "additionalProperties": False,
+                     "properties": {code: text for code in NOTE_LANGUAGES},
+                     "description": "The note by language; alerts use ALERT_LANGUAGE's, else the other."},
+            "links": {"type": "array", "maxItems": LINKS_MAX, "description": "The first goes into alerts.",
+                      "items": {"type": "string", "maxLength": LINK_MAX, "pattern": LINK_PATTERN}},
+        },
+    }
+    return {"/report/cause/{fingerprint}/note": {
+        "get": {**operation, "operationId": "getCauseNote", "summary": "A cause's runbook note",
+                "description": _NOTE_WHO,
+                "responses": {"200": _NOTE, "401": UNAUTHORIZED, "403": FORBIDDEN, "404": _NO_CAUSE,
+                              "405": NOT_ALLOWED}},
+        "put": {**operation, "operationId": "putCauseNote", "summary": "Write a cause's runbook note",
+                "description": f"{_NOTE_WHO} Replaces the note (an empty one clears it); audited. Every "
+                "card of the cause on every channel opens with its first line and carries its first link.",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+                "responses": {"200": _NOTE, "400": MALFORMED, "401": UNAUTHORIZED, "403": FORBIDDEN,
+                              "404": _NO_CAUSE, "413": TOO_LARGE, "415": NOT_JSON,
+                              "422": error("A text too long or not text, an unknown language, more than "
+                                           f"{LINKS_MAX} links, or a link that is not an http(s) URL "
+                                           "(named in `field`: `text`, `text.en`, `links`...).")}},
+        "delete": {**operation, "operationId": "deleteCauseNote", "summary": "Clear a cause's runbook note",
+                   "description": f"{_NOTE_WHO} Audited.",
+                   "responses": {"200": _NOTE, "401": UNAUTHORIZED, "403": FORBIDDEN, "404": _NO_CAUSE}},
+    }}
+
+
 def group_components() -> dict:
     date_time = {"type": "string", "format": "date-time"}
     return {
+        "CauseNote": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["fingerprint", "text", "links", "updated_by", "updated_at"],
+            "properties": {
+                "fingerprint": {"type": "string"},
+                "text": {"type": "object", "additionalProperties": False,
+                         "properties": {code: {"type": "string"} for code in NOTE_LANGUAGES}},
+                "links": {"type": "array", "items": {"type": "string", "format": "uri"}},
+                "updated_by": {"type": ["string", "null"]},
+                "updated_at": {**date_time, "type": ["string", "null"]},
+            },
+        },
         "DeadLetterGroup": {
             "type": "object",
             "additionalProperties": False,

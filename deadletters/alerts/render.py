@@ -25,10 +25,18 @@ from deadletters.links import (
     replay_confirm_url,
 )
 from deadletters.models import AlertCategory, DeadLetter, OpenLetterCount
+from deadletters.selectors.cause_notes import cause_note
 from reports.kinds.masking import params_for_display
 
 
-def _card(event: str, title: str, lines: list[str], links: list[tuple[str, str]]) -> dict:
+def _card(event: str, title: str, lines: list[str], links: list[tuple], fingerprint: str = "") -> dict:
+    """A card; one of a cause (`fingerprint`) opens with its runbook note's first line and adds its
+    first link (deadletters.services.cause_notes), in ALERT_LANGUAGE when the note has both."""
+    note = cause_note(fingerprint) if fingerprint else None
+    if note and note.line:
+        lines = [_("Runbook: %(v)s") % {"v": neutral(note.line)}, *lines]
+    if note and note.links:
+        links = [*links, (_("Runbook"), note.links[0])]
     return {"event": event, "title": title[:TITLE_MAX], "lines": lines, "links": [list(p) for p in links]}
 
 
@@ -119,7 +127,7 @@ def death_card(
             (_("Replay this one"), replay_confirm_url(dl_id)),
         ]
     links += _cause_links(fingerprint, count)
-    return _card("new_cause" if new else "death", title, lines, links)
+    return _card("new_cause" if new else "death", title, lines, links, fingerprint)
 
 
 def batch_card(payload: dict) -> dict:
@@ -223,6 +231,7 @@ def notice_card(payload: dict) -> dict:
         _("Snooze ended: %(target)s") % {"target": target},
         lines,
         [(_("Open the dead-letter console"), url)],
+        payload.get("fingerprint", ""),
     )
 
 
@@ -243,8 +252,9 @@ def resolved_card(payload: dict) -> dict:
         },
         _("Replayed so far: %(n)s") % {"n": payload.get("replayed", 0)},
     ]
-    links = [(_("Open the cause"), fingerprint_url(payload.get("fingerprint", "")))]
-    return _card("resolved", _("Resolved: %(cause)s") % {"cause": label}, lines, links)
+    fingerprint = payload.get("fingerprint", "")
+    links = [(_("Open the cause"), fingerprint_url(fingerprint))]
+    return _card("resolved", _("Resolved: %(cause)s") % {"cause": label}, lines, links, fingerprint)
 
 
 def test_card(now) -> dict:
