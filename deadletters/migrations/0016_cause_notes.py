@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0013_bulk_source'),
+        ('deadletters', '0018_params_permission'),
     ]
 
     operations = [
