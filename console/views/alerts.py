@@ -13,7 +13,7 @@ from deadletters.alerts.snooze import MAX_MINUTES, SnoozeError, active_snoozes, 
 from deadletters.audit import REASON_MAX, client_ip
 
 
-def _back(request, fallback: str = "console:alert-snoozes"):
+def redirect_back(request, fallback: str = "console:alert-snoozes"):
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
         return redirect(target)
@@ -42,16 +42,18 @@ def snooze_create(request):
             reason=request.POST.get("reason", "")[:REASON_MAX],
             actor=actor(request),
             ip_address=client_ip(request),
+            per_minute=request.POST.get("per_minute"),
+            total=request.POST.get("total"),
         )
     except SnoozeError as exc:
         return snooze_list(request, error=_("Alerts were not muted: %(why)s.") % {"why": exc}, status=400)
     target = snooze.kind or snooze.fingerprint[:12]
-    messages.success(
-        request,
-        _("Alerts of %(target)s are muted until %(until)s.")
-        % {"target": target, "until": f"{snooze.until:%Y-%m-%d %H:%M %Z}"},
-    )
-    return _back(request)
+    if snooze.per_minute or snooze.total:
+        said = _("Alerts of %(target)s are muted until it crosses its threshold.")
+    else:
+        said = _("Alerts of %(target)s are muted until %(until)s.")
+    messages.success(request, said % {"target": target, "until": f"{snooze.until:%Y-%m-%d %H:%M %Z}"})
+    return redirect_back(request)
 
 
 @require_POST

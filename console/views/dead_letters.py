@@ -21,6 +21,7 @@ from deadletters.filters import FILTER_PARAMS, InvalidFilter, parse_dead_letter_
 from deadletters.models import DeadLetterStatus
 from deadletters.selectors import letters as letter_selectors
 from deadletters.selectors.audit import audit_for_dead_letter
+from deadletters.selectors.causes import cause_lifecycles
 from reports.selectors import task_attempts
 
 
@@ -121,9 +122,11 @@ def deadletter_groups(request):
         return render(request, template, context, status=_filter_error_status(request))
     groups = letter_selectors.fingerprint_groups_with_trends(filters)
     new = new_causes(group.fingerprint for group in groups)
+    lifecycles = cause_lifecycles(group.fingerprint for group in groups)
     for group in groups:
         group.list_querystring = filters.querystring(fingerprint=group.fingerprint)
         group.new_cause, group.new_release = group.fingerprint in new, new.get(group.fingerprint, "")
+        group.lifecycle = lifecycles[group.fingerprint]
     context.update(
         filters=filters,
         groups=groups,
@@ -171,6 +174,7 @@ def deadletter_detail(request, letter_id: int):
             fingerprint=letter.fingerprint
         ),
         "scheduled_replays": scheduled_replays_of(letter),
+        "lifecycle": cause_lifecycles([letter.fingerprint])[letter.fingerprint],
         **task_state_context(task, after_letter_id=letter.pk),
     }
     return render(request, "console/detail.html", context)
