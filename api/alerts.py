@@ -27,6 +27,9 @@ def snooze_json(snooze) -> dict:
         "reason": snooze.reason,
         "created_by": snooze.created_by,
         "created_at": iso(snooze.created_at),
+        "per_minute": snooze.per_minute,
+        "total": snooze.total,
+        "deaths": snooze.deaths if snooze.per_minute or snooze.total else None,
     }
 
 

@@ -17,6 +17,7 @@ from deadletters.audit import client_ip
 from deadletters.links import fingerprint_url
 from deadletters.models import CauseState
 from deadletters.selectors.cause_notes import cause_note
+from deadletters.selectors.causes import cause_lifecycles
 from deadletters.selectors.letters import GROUPS_LIMIT, client_fingerprint_groups, message_preview
 from deadletters.selectors.trends import sparkline_start
 from deadletters.services.cause_notes import FINGERPRINT, cause_note_save
@@ -39,6 +40,9 @@ def dead_letter_groups(request):
     )
     limited, groups = len(groups) > GROUPS_LIMIT, groups[:GROUPS_LIMIT]
     new = new_causes(group.fingerprint for group in groups)
+    # What the site did about each cause is an operator's business, not a client's.
+    operator = request.api_client.owner_filter is None
+    lifecycles = cause_lifecycles(group.fingerprint for group in groups) if operator else {}
     results = [
         {
             "fingerprint": group.fingerprint,
@@ -53,6 +57,8 @@ def dead_letter_groups(request):
             "deaths_24h": list(group.trend.deaths_24h),
             "trend": group.trend.trend,
             "console_url": fingerprint_url(group.fingerprint),
+            "releases": lifecycles[group.fingerprint]["releases"] if operator else None,
+            "fixed": lifecycles[group.fingerprint]["fixed"] if operator else None,
         }
         for group in groups
     ]

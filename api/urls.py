@@ -3,6 +3,7 @@
 from django.urls import path
 
 from api import alerts, batches, bulk, dead_letters, docs, groups, operator_actions, task_controls, tasks
+from api.causes import cause_fixed, cause_mute, cause_show
 
 app_name = "api"
 
@@ -12,6 +13,9 @@ urlpatterns = [
     path("task/dead-letters", dead_letters.dead_letters, name="dead-letters"),
     path("dead-letters/groups", groups.dead_letter_groups, name="dead-letter-groups"),
     path("cause/<str:fingerprint>/note", groups.cause_note_view, name="cause-note"),
+    path("cause/<str:fingerprint>", cause_show, name="cause-show"),
+    path("cause/<str:fingerprint>/fixed", cause_fixed, name="cause-fixed"),
+    path("cause/<str:fingerprint>/mute", cause_mute, name="cause-mute"),
     path("task/<str:task_id>/status", tasks.task_status, name="task-status"),
     path("task/<str:task_id>/replay", tasks.task_replay, name="task-replay"),
     path("task/<str:task_id>/output", tasks.task_output, name="task-output"),

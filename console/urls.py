@@ -1,6 +1,6 @@
 """The console's URLs, grouped as its navigation is."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from console import language
 from console.views import (
@@ -9,6 +9,7 @@ from console.views import (
     batches,
     bulk,
     bulk_plans,
+    causes,
     charts,
     dashboard,
     dead_letters,
@@ -74,6 +75,7 @@ urlpatterns = [
     path("alerts/snooze/", alerts.snooze_create, name="alert-snooze"),
     path("alerts/snoozes/<int:snooze_id>/lift/", alerts.snooze_lift, name="alert-snooze-lift"),
     path("causes/<str:fingerprint>/note/", alerts.cause_note, name="cause-note"),
+    re_path(r"^causes/(?P<fingerprint>[0-9a-f]{40})/fixed/$", causes.cause_fixed, name="cause-fixed"),
     path("kinds/<str:kind>/pause/", kinds.kind_pause, name="kind-pause"),
     path("kinds/<str:kind>/resume/", kinds.kind_resume, name="kind-resume"),
 ]

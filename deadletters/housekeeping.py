@@ -6,6 +6,7 @@ from deadletters.alerts.sender import send_due_alerts
 from deadletters.bulk.canary import decide_canaries
 from deadletters.bulk.runner import resume_stalled_bulk_actions
 from deadletters.bulk.schedule import promote_due_bulk_actions
+from deadletters.services.cause_lifecycle import release_replay_fixed_causes
 from deadletters.services.retention import data_prune
 from reports.housekeeper.duties import Duty
 
@@ -31,6 +32,8 @@ DUTIES = (
     Duty("stalled bulk actions", 10, resume_stalled_bulk_actions),
     # One summary per batch that completed with dead tasks (reports/services/batches.py completes).
     Duty("batch summaries", 5, batch_summaries_write),
+    # Causes marked fixed in the next release: a canary replay once this process's release is new.
+    Duty("fixed causes", 10, release_replay_fixed_causes),
     Duty("alerts", 5, alerts_send),
     Duty("retention", 600, data_retention),
 )

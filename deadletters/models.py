@@ -214,6 +214,15 @@ class CauseState(models.Model):
     note_links = models.JSONField(default=list, blank=True)
     note_by = models.CharField(max_length=150, blank=True)
     note_at = models.DateTimeField(null=True, blank=True)
+    # "Fixed in the next release" (deadletters/services/cause_lifecycle.py): marked under one release;
+    # the first other release to run claims fixed_release_started (set from NULL once) and replays
+    # the cause's open letters with a canary; a death under another release after that regresses it.
+    fixed_marked_at = models.DateTimeField(null=True, blank=True)
+    fixed_marked_by = models.CharField(max_length=150, blank=True)
+    fixed_marked_release = models.CharField(max_length=100, blank=True)
+    fixed_release = models.CharField(max_length=100, blank=True)
+    fixed_release_started = models.DateTimeField(null=True, blank=True)
+    regressed_release = models.CharField(max_length=100, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["episode_started_at", "last_death_at"], name="cause_episode")]
@@ -222,9 +231,27 @@ class CauseState(models.Model):
         return f"cause {self.fingerprint}"
 
 
+class CauseRelease(models.Model):
+    """How many times a cause died under each RELEASE_NAME, counted in the transaction of each
+    death (deadletters.alerts.causes): the groups page and the API list the releases of a cause."""
+
+    fingerprint = models.CharField(max_length=40)
+    release = models.CharField(max_length=100)
+    deaths = models.PositiveIntegerField(default=0)
+    last_death_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["fingerprint", "release"], name="cause_release")]
+
+    def __str__(self) -> str:
+        return f"{self.deaths} deaths of {self.fingerprint[:12]} under {self.release}"
+
+
 class AlertSnooze(models.Model):
     """An operator's mute of one cause (fingerprint) or one report kind until a time, with a
-    reason. Deaths it covers are counted, not sent; one summary goes out when it ends."""
+    reason. Deaths it covers are counted, not sent; one summary goes out when it ends. A cause's
+    mute may instead last until it crosses a threshold (per_minute or total deaths, the latter
+    counted in `deaths`): the death that crosses it ends it and is sent, saying so."""
 
     fingerprint = models.CharField(max_length=40, blank=True)
     kind = models.CharField(max_length=64, blank=True)
@@ -234,6 +261,9 @@ class AlertSnooze(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)  # set when it ends (time up or lifted)
     ended_by = models.CharField(max_length=150, blank=True)
+    per_minute = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    deaths = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]

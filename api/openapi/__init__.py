@@ -8,6 +8,7 @@ from django.conf import settings
 from api.openapi.alerts import alert_paths
 from api.openapi.batches import batch_paths
 from api.openapi.bulk import bulk_components, bulk_paths
+from api.openapi.causes import cause_components, cause_paths
 from api.openapi.controls import control_components, control_paths
 from api.openapi.groups import group_components, group_paths, note_paths
 from api.openapi.operator import operator_paths
@@ -25,7 +26,8 @@ TAGS = [
      "discard, restore, edited replay, pause, resume."},
     {"name": "Bulk actions",
      "description": "One action over every dead letter a filter matches, at a rate, with a status to poll."},
-    {"name": "alerts", "description": "Snoozes: mute the alerts of a cause or a kind for a time."},
+    {"name": "alerts", "description": "Snoozes: mute the alerts of a cause or a kind for a time, or a cause "
+     "until a threshold."},
     {"name": "documentation", "description": "This document."},
 ]
 
@@ -60,9 +62,10 @@ def openapi_document(server_url: str | None = None, *, public: bool = False) -> 
         },
         "security": [{"bearerAuth": []}, {"consoleSession": []}],
         "paths": {**task_paths(), **group_paths(), **note_paths(), **control_paths(), **operator_paths(),
-                  **bulk_paths(), **batch_paths(), **alert_paths()},
+                  **bulk_paths(), **batch_paths(), **alert_paths(), **cause_paths()},
         "components": _with(
-            components(public=public), {**control_components(), **group_components(), **bulk_components()}
+            components(public=public),
+            {**control_components(), **group_components(), **bulk_components(), **cause_components()},
         ),
     }
 

@@ -6,10 +6,11 @@ _TEXT = "^[^\\u0000]*\\S[^\\u0000]*$"  # some text that is not blank, and no NUL
 _WHO = "Token scope `operator`; sessions: staff with the permission to replay dead letters."
 
 
-def _snooze_schema() -> dict:
+def snooze_schema() -> dict:
     return {
         "type": "object",
-        "required": ["id", "fingerprint", "kind", "until", "reason", "created_by", "created_at"],
+        "required": ["id", "fingerprint", "kind", "until", "reason", "created_by", "created_at", "per_minute",
+                     "total", "deaths"],
         "additionalProperties": False,
         "properties": {
             "id": {"type": "integer"},
@@ -19,6 +20,11 @@ def _snooze_schema() -> dict:
             "reason": {"type": "string"},
             "created_by": {"type": "string"},
             "created_at": {"type": "string", "format": "date-time"},
+            "per_minute": {"type": ["integer", "null"],
+                           "description": "A cause muted until more deaths than this in a minute."},
+            "total": {"type": ["integer", "null"],
+                      "description": "A cause muted until more deaths than this since the mute began."},
+            "deaths": {"type": ["integer", "null"], "description": "Deaths under a threshold mute so far."},
         },
     }
 
@@ -28,7 +34,7 @@ def _json(description: str, schema: dict) -> dict:
 
 
 def alert_paths() -> dict:
-    snooze = _snooze_schema()
+    snooze = snooze_schema()
     return {
         "/report/alerts/snooze": {
             "post": {

@@ -164,6 +164,8 @@ def group_components() -> dict:
                 "deaths_24h",
                 "trend",
                 "console_url",
+                "releases",
+                "fixed",
             ],
             "properties": {
                 "fingerprint": {"type": "string",
@@ -201,6 +203,9 @@ def group_components() -> dict:
                     "format": "uri",
                     "description": "The console's list of this cause's open letters.",
                 },
+                "releases": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/CauseReleases"}],
+                             "description": "Null for a token without `operator`."},
+                "fixed": {"$ref": "#/components/schemas/CauseFixed"},
             },
         },
         "DeadLetterGroups": {

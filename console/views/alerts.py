@@ -24,7 +24,7 @@ def _next(request) -> str:
     return target if safe else ""
 
 
-def _back(request, fallback: str = "console:alert-snoozes"):
+def redirect_back(request, fallback: str = "console:alert-snoozes"):
     return redirect(_next(request) or fallback)
 
 
@@ -50,16 +50,18 @@ def snooze_create(request):
             reason=request.POST.get("reason", "")[:REASON_MAX],
             actor=actor(request),
             ip_address=client_ip(request),
+            per_minute=request.POST.get("per_minute"),
+            total=request.POST.get("total"),
         )
     except SnoozeError as exc:
         return snooze_list(request, error=_("Alerts were not muted: %(why)s.") % {"why": exc}, status=400)
     target = snooze.kind or snooze.fingerprint[:12]
-    messages.success(
-        request,
-        _("Alerts of %(target)s are muted until %(until)s.")
-        % {"target": target, "until": f"{snooze.until:%Y-%m-%d %H:%M %Z}"},
-    )
-    return _back(request)
+    if snooze.per_minute or snooze.total:
+        said = _("Alerts of %(target)s are muted until it crosses its threshold.")
+    else:
+        said = _("Alerts of %(target)s are muted until %(until)s.")
+    messages.success(request, said % {"target": target, "until": f"{snooze.until:%Y-%m-%d %H:%M %Z}"})
+    return redirect_back(request)
 
 
 @require_POST
@@ -92,4 +94,4 @@ def cause_note(request, fingerprint: str):
         return render_conflict(request, title=_("Note not saved"), message=str(exc), status=400,
                                back_url=_next(request))
     messages.success(request, _("Runbook note saved.") if saved else _("Runbook note cleared."))
-    return _back(request, "console:deadletter-groups")
+    return redirect_back(request, "console:deadletter-groups")

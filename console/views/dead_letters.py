@@ -22,6 +22,7 @@ from deadletters.models import DeadLetterStatus
 from deadletters.selectors import letters as letter_selectors
 from deadletters.selectors.audit import audit_for_dead_letter
 from deadletters.selectors.cause_notes import cause_note, cause_notes
+from deadletters.selectors.causes import cause_lifecycles
 from reports.selectors import task_attempts
 
 
@@ -123,10 +124,12 @@ def deadletter_groups(request):
     groups = letter_selectors.fingerprint_groups_with_trends(filters)
     new = new_causes(group.fingerprint for group in groups)
     notes = cause_notes(group.fingerprint for group in groups)
+    lifecycles = cause_lifecycles(group.fingerprint for group in groups)
     for group in groups:
         group.list_querystring = filters.querystring(fingerprint=group.fingerprint)
         group.new_cause, group.new_release = group.fingerprint in new, new.get(group.fingerprint, "")
         group.note = notes.get(group.fingerprint)
+        group.lifecycle = lifecycles[group.fingerprint]
     context.update(
         filters=filters,
         groups=groups,
@@ -175,6 +178,7 @@ def deadletter_detail(request, letter_id: int):
         ),
         "scheduled_replays": scheduled_replays_of(letter),
         "cause_note": cause_note(letter.fingerprint),
+        "lifecycle": cause_lifecycles([letter.fingerprint])[letter.fingerprint],
         **task_state_context(task, after_letter_id=letter.pk),
     }
     return render(request, "console/detail.html", context)

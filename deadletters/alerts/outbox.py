@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from deadletters.alerts.channels import routed_channels
 from deadletters.alerts.text import one_line
+from deadletters.alerts.threshold import threshold_crossing
 from deadletters.models import Alert, AlertCategory, AlertSnooze, AlertStatus
 from reports.models import BatchStatus, PausedKind, ReportBatch
 from reports.services.batches import batch_progress
@@ -34,7 +35,7 @@ _EVENTS = {
 def write_alert(*, category: str, payload: dict, fingerprint: str = "", muted: str = "", **event) -> Alert:
     """The event's rows, one per channel routed to; returns the first. `event` holds the
     dead_letter or batch it is about."""
-    kind, new = str(payload.get("kind", "")), bool(payload.get("new"))
+    kind, new = str(payload.get("kind", "")), bool(payload.get("new") or payload.get("lifecycle"))
     channels = [] if muted else routed_channels(event=_EVENTS[category], kind=kind, new=new)
     common = dict(category=category, payload=payload, fingerprint=fingerprint, **event)
     if not channels:
@@ -45,13 +46,21 @@ def write_alert(*, category: str, payload: dict, fingerprint: str = "", muted: s
     return rows[0]
 
 
-def mute_reason(dead_letter) -> str:
+def mute_reason(dead_letter, marks: dict) -> str:
     """ "snooze:<id>" when an operator snoozed the death's cause or kind (deadletters.alerts.snooze),
-    "paused" when its kind is paused, or "" when its alert goes out."""
+    "paused" when its kind is paused, or "" when its alert goes out. A mute until a threshold
+    counts the death; the death that crosses it ends it and gets the crossing in `marks`."""
     scope = Q(fingerprint=dead_letter.fingerprint, kind="") | Q(kind=dead_letter.kind, fingerprint="")
-    snooze = AlertSnooze.objects.filter(scope, ended_at__isnull=True, until__gt=timezone.now()).first()
-    if snooze is not None:
-        return f"snooze:{snooze.pk}"
+    snoozes = list(AlertSnooze.objects.filter(scope, ended_at__isnull=True, until__gt=timezone.now()))
+    muted = [f"snooze:{s.pk}" for s in snoozes if not (s.per_minute or s.total)]
+    for snooze in (s for s in snoozes if s.per_minute or s.total):
+        crossing = threshold_crossing(snooze, dead_letter)
+        if crossing is None:
+            muted.append(f"snooze:{snooze.pk}")
+        else:
+            marks["lifecycle"] = crossing
+    if muted:
+        return muted[0]
     return "paused" if PausedKind.objects.filter(kind=dead_letter.kind).exists() else ""
 
 
@@ -71,9 +80,10 @@ def dead_letter_payload(dead_letter) -> dict:
 
 
 def enqueue_dead_letter_alert(*, dead_letter, cause: dict | None = None) -> Alert:
-    """`cause` marks a new cause ({"new": True, "release": ...})."""
-    muted = mute_reason(dead_letter)
-    payload = {**dead_letter_payload(dead_letter), **(cause or {}), **({"muted": muted} if muted else {})}
+    """`cause` marks a new cause ({"new": True, "release": ...}) or a regression ({"lifecycle": ...})."""
+    marks = dict(cause or {})
+    muted = mute_reason(dead_letter, marks)
+    payload = {**dead_letter_payload(dead_letter), **marks, **({"muted": muted} if muted else {})}
     return write_alert(
         category=AlertCategory.DEAD_LETTER,
         payload=payload,

@@ -69,6 +69,25 @@ def new_cause_line(payload: dict) -> str:
     return _("New cause: first death of this fingerprint")
 
 
+def lifecycle_line(payload: dict) -> str:
+    """What a regression or a crossed threshold says, naming the releases or the threshold."""
+    marks = payload.get("lifecycle") or {}
+    if marks.get("event") == "regression":
+        return _(
+            "Regression: marked fixed under release %(fixed_under)s, fixed in %(fixed_in)s, "
+            "died again under %(died_under)s."
+        ) % {k: neutral(marks.get(k) or "-", 60) for k in ("fixed_under", "fixed_in", "died_under")}
+    if marks.get("event") != "threshold":
+        return ""
+    if marks.get("per_minute") and int(marks.get("last_minute") or 0) > int(marks["per_minute"]):
+        said = _("%(n)s deaths in the last minute, more than the %(max)s a minute it was muted until") % {
+            "n": marks["last_minute"], "max": marks["per_minute"]}
+    else:
+        said = _("%(n)s deaths since it was muted, more than the %(max)s in total it was muted until") % {
+            "n": marks.get("deaths", 0), "max": marks.get("total", 0)}
+    return _("Threshold crossed: %(said)s; its alerts are no longer muted.") % {"said": said}
+
+
 def _cause_links(fingerprint: str, count: int) -> list[tuple[str, str]]:
     if not fingerprint or count < 1:
         return []
@@ -96,13 +115,16 @@ def death_card(
     cause = cause_text(payload)
     count = open_letters(fingerprint) if fingerprint else 0
     new = "" if follow_up else new_cause_line(payload)
+    raised = "" if follow_up else lifecycle_line(payload)
+    event = (payload.get("lifecycle") or {}).get("event") if raised else ("new_cause" if new else "death")
     if follow_up:
         title = _("+%(n)s more: %(cause)s") % {"n": more, "cause": cause}
     else:
-        title = (_("New cause: %(kind)s") if new else _("Dead letter: %(kind)s")) % {
-            "kind": f"{kind} · {cause}"
-        }
-    lines = [new] if new else []
+        title = {
+            "regression": _("Regression: %(kind)s"), "threshold": _("Threshold crossed: %(kind)s"),
+            "new_cause": _("New cause: %(kind)s"),
+        }.get(event, _("Dead letter: %(kind)s")) % {"kind": f"{kind} · {cause}"}
+    lines = [line for line in (raised, new) if line]
     if more:
         lines.append(
             _("+%(n)s more of %(cause)s in the last %(m)s minutes")
@@ -127,7 +149,7 @@ def death_card(
             (_("Replay this one"), replay_confirm_url(dl_id)),
         ]
     links += _cause_links(fingerprint, count)
-    return _card("new_cause" if new else "death", title, lines, links, fingerprint)
+    return _card(event or "death", title, lines, links, fingerprint)
 
 
 def batch_card(payload: dict) -> dict:

@@ -112,13 +112,16 @@ class _ChannelSender:
 
     # 2. new rows -> messages
     def build_and_send_new(self) -> None:
-        rows = list(self.pending().order_by("id").values_list("id", "category", "fingerprint"))
+        rows = list(
+            self.pending().order_by("id").values_list("id", "category", "fingerprint", "payload__lifecycle")
+        )
         if not rows:
             return
         causes: dict[str, list[int]] = {}
         plan: list[tuple[str, list[int]]] = []
-        for pk, category, fingerprint in rows:
-            if category == AlertCategory.DEAD_LETTER and fingerprint:
+        for pk, category, fingerprint, lifecycle in rows:
+            # A regression or a crossed threshold is a card of its own, never folded nor held.
+            if category == AlertCategory.DEAD_LETTER and fingerprint and not lifecycle:
                 causes.setdefault(fingerprint, []).append(pk)
             else:
                 plan.append(("", [pk]))

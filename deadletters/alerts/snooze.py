@@ -1,7 +1,8 @@
 """Snoozing alerts, as an operator action (console and API call these): mute one cause
-(fingerprint) or one report kind until a time, with a reason, audited. Deaths it covers are
-counted, not sent (deadletters.alerts.outbox.mute_reason); when it ends (its time is up, or an operator lifts
-it) one summary says how many died meanwhile."""
+(fingerprint) or one report kind until a time, with a reason, audited; or a cause until its deaths
+cross a threshold (deadletters.alerts.threshold). Deaths it covers are counted, not sent
+(deadletters.alerts.outbox.mute_reason); when it ends (its time is up, or an operator lifts it) one
+summary says how many died meanwhile."""
 
 import logging
 import time
@@ -13,11 +14,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from deadletters.alerts.outbox import notice
+from deadletters.alerts.text import visible
 from deadletters.audit import REASON_MAX, record_audit
 from deadletters.models import AlertSnooze, CauseState, DeadLetter
 
 logger = logging.getLogger("deadletters.alerts")
 MAX_MINUTES = 7 * 24 * 60
+THRESHOLD_MAX = 1_000_000
+THRESHOLD_MAX_DAYS = 30  # a mute until a threshold that is never crossed ends anyway, with its summary
 
 
 class SnoozeError(ValueError):
@@ -34,32 +38,44 @@ def snooze_alerts(
     *,
     fingerprint: str = "",
     kind: str = "",
-    minutes,
+    minutes=None,
     reason: str,
     actor: str,
     source: str = "console",
     ip_address: str | None = None,
+    per_minute=None,
+    total=None,
 ) -> AlertSnooze:
-    fingerprint, kind, reason = (fingerprint or "").strip(), (kind or "").strip(), (reason or "").strip()
+    """Mute for `minutes`; or, for a cause, until its deaths go over `per_minute` in a minute or
+    `total` in all (deadletters.alerts.threshold), or THRESHOLD_MAX_DAYS have passed."""
+    fingerprint, kind = (fingerprint or "").strip(), (kind or "").strip()
+    reason = visible(reason, REASON_MAX)
+    given = {"per_minute": per_minute, "total": total}
+    thresholds = {name: _threshold(name, value) for name, value in given.items() if value not in (None, "")}
+    if not thresholds and "" in given.values():  # the threshold form, sent blank
+        raise SnoozeError("per_minute", _("give a number of deaths a minute, in total, or both"))
+    if thresholds and kind:
+        raise SnoozeError("kind", _("a threshold mutes a cause (fingerprint), not a kind"))
     if bool(fingerprint) == bool(kind):
         raise SnoozeError("fingerprint", _("name either a cause (fingerprint) or a kind, not both"))
     if fingerprint and (len(fingerprint) != 40 or not all(c in "0123456789abcdef" for c in fingerprint)):
         raise SnoozeError("fingerprint", _("a fingerprint is 40 hexadecimal characters"))
     if len(kind) > 64:
         raise SnoozeError("kind", _("a kind has at most %(n)d characters") % {"n": 64})
-    try:
-        minutes = int(minutes)
-    except (TypeError, ValueError):
-        raise SnoozeError("minutes", _("minutes must be a whole number")) from None
-    if not 1 <= minutes <= MAX_MINUTES:
-        raise SnoozeError(
-            "minutes", _("minutes must be between 1 and %(max)d (a week)") % {"max": MAX_MINUTES}
-        )
-    if not reason:
-        raise SnoozeError("reason", _("say why the alerts are muted"))
+    if not thresholds:
+        try:
+            minutes = int(minutes)
+        except (TypeError, ValueError):
+            raise SnoozeError("minutes", _("minutes must be a whole number")) from None
+        if not 1 <= minutes <= MAX_MINUTES:
+            raise SnoozeError(
+                "minutes", _("minutes must be between 1 and %(max)d (a week)") % {"max": MAX_MINUTES}
+            )
+        if not reason:
+            raise SnoozeError("reason", _("say why the alerts are muted"))
     now = timezone.now()
     with transaction.atomic():
-        until, reason = now + timedelta(minutes=minutes), reason[:REASON_MAX]
+        until = now + (timedelta(days=THRESHOLD_MAX_DAYS) if thresholds else timedelta(minutes=minutes))
         snooze = AlertSnooze.objects.create(
             fingerprint=fingerprint,
             kind=kind,
@@ -67,8 +83,10 @@ def snooze_alerts(
             reason=reason,
             created_by=actor[:150],
             created_at=now,
+            **thresholds,
         )
-        details = {"snooze": snooze.pk, "fingerprint": fingerprint, "kind": kind, "until": until.isoformat()}
+        details = {"snooze": snooze.pk, "fingerprint": fingerprint, "kind": kind, "until": until.isoformat(),
+                   **thresholds}
         record_audit(
             action="snooze_alerts",
             actor=actor,
@@ -79,6 +97,18 @@ def snooze_alerts(
             details=details,
         )
     return snooze
+
+
+def _threshold(field: str, value) -> int:
+    """A whole number of deaths from 1 to THRESHOLD_MAX (digits as text too: forms, the shell)."""
+    if isinstance(value, float) and value.is_integer():  # JSON Schema's integer: 30.0 is 30
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit() and len(value) < 20:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= THRESHOLD_MAX:
+        message = _("the threshold must be a whole number of deaths from 1 to %(max)s")
+        raise SnoozeError(field, message % {"max": THRESHOLD_MAX})
+    return value
 
 
 def lift_snooze(

@@ -46,19 +46,23 @@ def _defang(match: re.Match) -> str:
     return match.group(0).replace(".", "(.)")
 
 
+def visible(text, limit: int | None = None) -> str:
+    """Text without control or invisible characters (white space kept), trimmed, cut to `limit`:
+    operator input (a reason, a release name) as it is stored."""
+    text = "".join(
+        c
+        for c in str(text if text is not None else "")
+        if c.isspace() or unicodedata.category(c) not in _INVISIBLE
+    )
+    return text.strip()[:limit]
+
+
 def neutral(text, limit: int = LINE_MAX) -> str:
     """Any user-supplied value (kind, error, message, batch name...) as it may appear in an alert:
     one line, cut to `limit`, unable to open a paragraph, quote, heading, link or tag, with no link
     a chat client would make of a URL, domain, address or IP, and nothing invisible."""
     text = visible(text)
     return one_line(_LINKABLE.sub(_defang, one_line(text, limit * 2)), limit).translate(_MARKDOWN_NEUTRAL)
-
-
-def visible(text) -> str:
-    """The text without control, format (bidi, zero-width), surrogate or private characters;
-    whitespace stays."""
-    text = str(text if text is not None else "")
-    return "".join(c for c in text if c.isspace() or unicodedata.category(c) not in _INVISIBLE)
 
 
 def fit_text(text: str, limit: int) -> str:

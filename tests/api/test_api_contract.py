@@ -96,6 +96,7 @@ def validate(doc, schema, value, where="$"):
 def template_of(path: str) -> str:
     path = re.sub(r"^/report/batch/[^/]+/status$", "/report/batch/{batch_id}/status", path)
     path = re.sub(r"^/report/alerts/snooze/[^/]+/lift$", "/report/alerts/snooze/{snooze_id}/lift", path)
+    path = re.sub(r"^/report/cause/[^/]+(/\w+)?$", r"/report/cause/{fingerprint}\1", path)
     path = re.sub(r"^/report/dead-letter/[^/]+/(\w+)$", r"/report/dead-letter/{letter_id}/\1", path)
     path = re.sub(r"^/report/kind/[^/]+/(\w+)$", r"/report/kind/{kind}/\1", path)
     path = re.sub(r"^/report/cause/[^/]+/note$", "/report/cause/{fingerprint}/note", path)
@@ -131,6 +132,7 @@ def world(db, media_root, django_user_model, api_token):
         "to_restore": make_dead_letter(error_message="to restore", status="archived"),
         "to_replay": make_dead_letter(error_message="to replay"),
         "to_schedule": make_dead_letter(error_message="to replay later"),
+        "cause": CauseState.objects.create(fingerprint="c" * 40).fingerprint,
     }
 
 
@@ -257,6 +259,7 @@ def scenarios(world):
         *bulk_scenarios(missing),
         # Last: each starts another bulk action, and the BULK/ scenarios above expect one.
         *plan_scenarios(world),
+        *cause_scenarios(world),
     ]
 
 
@@ -282,6 +285,34 @@ def note_scenarios():
         ("get", path, {}, "token"),
         ("delete", path, {}, "token"),
     ]
+
+
+def cause_scenarios(world):
+    """A cause's lifecycle (api/openapi/causes.py); after SNOOZE_LIFT, as a mute is a snooze too."""
+    js = {"content_type": "application/json"}
+    show, fixed, mute = f"/report/cause/{world['cause']}", f"/report/cause/{world['cause']}/fixed", \
+        f"/report/cause/{'d' * 40}/mute"
+    cases = [
+        ("get", show, {}, "token"), ("get", show, {}, None), ("get", show, {}, "reader"),
+        ("get", "/report/cause/nope", {}, "token"), ("post", show, {}, "token"),
+        ("post", fixed, {"data": {"undo": True}, **js}, "token"),
+        ("post", fixed, {**js}, "token"),  # this site names no release: 409
+        ("post", fixed, {"data": {"undo": "yes"}, **js}, "token"),
+        ("post", f"/report/cause/{'f' * 40}/fixed", {"data": {"undo": True}, **js}, "token"),
+        ("post", mute, {"data": {"total": 0}, **js}, "token"),
+        ("post", mute, {"data": {"total": 50, "reason": "flaky"}, **js}, "token"),
+        ("post", "/report/cause/nope/mute", {"data": {"total": 5}, **js}, "token"),
+    ]
+    for path in (fixed, mute):
+        cases += [
+            ("post", path, {"data": {"why": 1}, **js}, "token"),
+            ("post", path, {"data": {"total": 5}, **js}, None),
+            ("post", path, {"data": {"total": 5}, **js}, "reader"),
+            ("get", path, {}, "token"),
+            ("post", path, {"data": "x" * 300_000, **js}, "token"),
+            ("post", path, {"data": "{}", "content_type": "text/plain"}, "token"),
+        ]
+    return cases
 
 
 def bulk_scenarios(missing):

@@ -78,6 +78,8 @@ def test_each_cause_with_its_counts_deaths_and_trend(operator, settings):
         "deaths_24h": orders["deaths_24h"],
         "trend": "rising",
         "console_url": f"{settings.CONSOLE_BASE_URL}/console/dead-letters/?fingerprint={letter.fingerprint}",
+        "releases": [],
+        "fixed": None,
     }
     assert len(orders["deaths_24h"]) == 24 and sum(orders["deaths_24h"]) == 5
     for i, n in enumerate(orders["deaths_24h"]):
