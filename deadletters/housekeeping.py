@@ -1,6 +1,8 @@
 """The dead-letter layer's periodic duties, run by the housekeeper (reports/housekeeper/): added
 to its list by DeadLettersConfig.ready, so the pipeline never imports this layer."""
 
+from deadletters.alerts.digest import daily_digests_send
+from deadletters.alerts.heartbeat import heartbeats_ping
 from deadletters.alerts.outbox import batch_summaries_write
 from deadletters.alerts.sender import send_due_alerts
 from deadletters.bulk.canary import decide_canaries
@@ -15,6 +17,12 @@ def alerts_send() -> str:
     resend whose backoff ran out, a channel back up, a follow-up due, a cause gone quiet, a snooze
     ended. Says what each channel did."""
     return "; ".join(report.summary() for report in send_due_alerts())
+
+
+def alert_path() -> str:
+    """The alert path proves itself: each channel's daily digest when its time has come, and its
+    dead-man's switch pinged while it delivers (deadletters/alerts/digest.py, heartbeat.py)."""
+    return "; ".join(daily_digests_send() + heartbeats_ping()) or "nothing due"
 
 
 def data_retention() -> str:
@@ -32,5 +40,6 @@ DUTIES = (
     # One summary per batch that completed with dead tasks (reports/services/batches.py completes).
     Duty("batch summaries", 5, batch_summaries_write),
     Duty("alerts", 5, alerts_send),
+    Duty("alert path", 5, alert_path),
     Duty("retention", 600, data_retention),
 )
