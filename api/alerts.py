@@ -1,5 +1,6 @@
-"""The alert snooze endpoints: mute a cause or a kind, list the snoozes that run, lift one.
-Validate -> call deadletters.alerts.snooze -> render JSON. See api/openapi/alerts.py."""
+"""The alert endpoints: mute a cause or a kind, list the snoozes that run, lift one
+(deadletters.alerts.snooze); how each channel delivers (deadletters.alerts.health). Validate ->
+call -> render JSON. See api/openapi/alerts.py."""
 
 import re
 
@@ -8,6 +9,7 @@ from django.http import JsonResponse
 from api.auth import api_endpoint
 from api.errors import ApiError
 from api.request_body import iso, read_json_object
+from deadletters.alerts.health import alert_health
 from deadletters.alerts.snooze import MAX_MINUTES, SnoozeError, active_snoozes, lift_snooze, snooze_alerts
 from deadletters.audit import client_ip
 from reports.models import ApiScope
@@ -16,6 +18,7 @@ SNOOZE_FIELDS = {"fingerprint", "kind", "minutes", "reason"}
 FINGERPRINT_RE = re.compile(r"[0-9a-f]{40}\Z")
 TEXT_RE = re.compile(r"[^\x00]*\S[^\x00]*\Z", re.DOTALL)
 PERMISSION = "deadletters.replay_deadletter"  # who may act on dead letters may mute their alerts
+VIEW_PERMISSION = "deadletters.view_deadletter"  # who sees the dashboard sees how alerts are delivered
 
 
 def snooze_json(snooze) -> dict:
@@ -84,3 +87,18 @@ def snooze_lift(request, snooze_id):
     if lifted is None:
         raise ApiError(404, "no running snooze with this id (it ended, or never was)")
     return JsonResponse({"ok": True, "snooze": snooze_json(lifted)})
+
+
+@api_endpoint(methods=("GET",), scope=ApiScope.OPERATOR, permission=VIEW_PERMISSION)
+def channels(request):
+    """Each channel by name (never its URL): failing or not, its last delivery, heartbeat, digest."""
+    return JsonResponse({"results": [
+        {
+            "name": c.name, "type": c.type, "failing": c.failing, "failing_since": iso(c.failing_since),
+            "last_errcode": c.failing_errcode, "last_error": c.failing_error or None,
+            "last_sent_at": iso(c.last_sent_at), "paused": c.paused or None, "pending": c.pending,
+            "failed": c.failed, "heartbeat_minutes": c.heartbeat_minutes, "pinged_at": iso(c.pinged_at),
+            "daily_digest_at": c.daily_digest_at or None, "digest_day": iso(c.digest_day),
+        }
+        for c in alert_health().channels
+    ]})

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 
 from deadletters import metrics as letter_metrics
+from deadletters.alerts.health import alert_health
 from deadletters.audit import client_ip
 from deadletters.services.retention import data_kept
 from reports import metrics as task_metrics
@@ -163,32 +164,45 @@ class PipelineCollector:
         )
 
     def _alerts(self):
-        outbox = letter_metrics.outbox_state()
+        health = alert_health()
+        oldest = health.oldest_pending_at
         yield _gauge(
-            "alert_outbox_pending", "Alerts written but not yet delivered.", samples=[((), outbox.pending)]
+            "alert_outbox_pending", "Alerts written but not yet delivered.", samples=[((), health.pending)]
         )
         yield _gauge(
-            "alert_outbox_failed", "Alerts whose delivery was given up.", samples=[((), outbox.failed)]
+            "alert_outbox_failed", "Alerts whose delivery was given up.", samples=[((), health.failed)]
         )
         yield _gauge(
             "alert_outbox_oldest_pending_seconds",
             "Age of the oldest undelivered alert (0: none).",
-            samples=[((), outbox.oldest_pending_seconds)],
+            samples=[((), max(time.time() - oldest.timestamp(), 0.0) if oldest else 0.0)],
         )
         yield _gauge(
             "alert_last_error_timestamp_seconds",
-            "When the robot last refused or failed a send (0: never).",
-            samples=[((), _timestamp(outbox.last_error_at))],
+            "When a channel last refused or failed a send (0: never).",
+            samples=[((), _timestamp(health.last_error_at))],
         )
         yield _gauge(
             "alert_last_errcode",
-            "The robot's errcode of that failure (-1: none; 0 is never recorded).",
-            samples=[((), outbox.last_errcode if outbox.last_errcode is not None else -1)],
+            "The channel's error code of that failure (-1: none; 0 is never recorded).",
+            samples=[((), health.last_errcode if health.last_errcode is not None else -1)],
         )
         yield _gauge(
             "alert_last_sent_timestamp_seconds",
             "When a message was last delivered (0: never).",
-            samples=[((), _timestamp(outbox.last_sent_at))],
+            samples=[((), _timestamp(health.last_sent_at))],
+        )
+        yield _gauge(
+            "alert_channel_failing",
+            "1 while a channel's sends fail (one failed and none was delivered after it).",
+            ("channel",), [((c.name,), int(c.failing)) for c in health.channels],
+        )
+        yield _gauge(
+            "alert_channel_seconds_since_sent",
+            "Seconds since the channel last delivered a message (-1: never).",
+            ("channel",),
+            [((c.name,), time.time() - c.last_sent_at.timestamp() if c.last_sent_at else -1.0)
+             for c in health.channels],
         )
 
     def _kept(self):

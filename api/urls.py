@@ -43,4 +43,5 @@ urlpatterns = [
     path("alerts/snooze", alerts.snooze, name="alerts-snooze"),
     path("alerts/snoozes", alerts.snoozes, name="alerts-snoozes"),
     path("alerts/snooze/<str:snooze_id>/lift", alerts.snooze_lift, name="alerts-snooze-lift"),
+    path("alerts/channels", alerts.channels, name="alerts-channels"),
 ]

@@ -1,6 +1,8 @@
 """The dead-letter layer's periodic duties, run by the housekeeper (reports/housekeeper/): added
 to its list by DeadLettersConfig.ready, so the pipeline never imports this layer."""
 
+from deadletters.alerts.digest import daily_digests_send
+from deadletters.alerts.heartbeat import heartbeats_ping
 from deadletters.alerts.outbox import batch_summaries_write
 from deadletters.alerts.sender import send_due_alerts
 from deadletters.bulk.canary import decide_canaries
@@ -16,6 +18,12 @@ def alerts_send() -> str:
     resend whose backoff ran out, a channel back up, a follow-up due, a cause gone quiet, a snooze
     ended. Says what each channel did."""
     return "; ".join(report.summary() for report in send_due_alerts())
+
+
+def alert_path() -> str:
+    """The alert path proves itself: each channel's daily digest when its time has come, and its
+    dead-man's switch pinged while it delivers (deadletters/alerts/digest.py, heartbeat.py)."""
+    return "; ".join(daily_digests_send() + heartbeats_ping()) or "nothing due"
 
 
 def data_retention() -> str:
@@ -35,5 +43,6 @@ DUTIES = (
     # Causes marked fixed in the next release: a canary replay once this process's release is new.
     Duty("fixed causes", 10, release_replay_fixed_causes),
     Duty("alerts", 5, alerts_send),
+    Duty("alert path", 5, alert_path),
     Duty("retention", 600, data_retention),
 )

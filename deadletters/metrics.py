@@ -1,14 +1,11 @@
 """What /metrics reads of the dead-letter side: open letters by kind and by cause (the few rows of
-OpenLetterCount, kept by triggers), bulk runs by state, and the alert outbox."""
+OpenLetterCount, kept by triggers) and bulk runs by state (the alert outbox: alerts/health.py)."""
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from django.db.models import Count, Min
-from django.utils import timezone
+from django.db.models import Count
 
-from deadletters.alerts.health import last_failure_at
-from deadletters.models import Alert, AlertMessage, AlertStatus, BulkAction, OpenLetterCount
+from deadletters.models import BulkAction, OpenLetterCount
 
 OTHER = "other"
 
@@ -18,16 +15,6 @@ class OpenLetters:
     by_kind: dict[str, int]
     # (fingerprint, error type) -> open letters, for the top causes, and (OTHER, OTHER) for the rest.
     by_cause: dict[tuple[str, str], int]
-
-
-@dataclass(frozen=True)
-class OutboxState:
-    pending: int
-    failed: int
-    oldest_pending_seconds: float
-    last_error_at: datetime | None
-    last_errcode: int | None
-    last_sent_at: datetime | None
 
 
 def open_letters(*, top_causes: int) -> OpenLetters:
@@ -54,21 +41,3 @@ def bulk_runs_by_state() -> list[tuple[str, str, int]]:
     """(action, status, runs) of bulk dead-letter actions."""
     rows = BulkAction.objects.order_by().values_list("action", "status").annotate(n=Count("pk"))
     return [(action, status, n) for action, status, n in rows]
-
-
-def outbox_state(now=None) -> OutboxState:
-    now = now or timezone.now()
-    pending = Alert.objects.filter(status=AlertStatus.PENDING)
-    oldest = pending.aggregate(m=Min("created_at"))["m"]
-    last_bad = AlertMessage.objects.exclude(last_error="").exclude(last_errcode=0).order_by("-id").first()
-    last_sent = (
-        AlertMessage.objects.filter(status=AlertStatus.SENT).order_by("-id").values_list("sent_at").first()
-    )
-    return OutboxState(
-        pending=pending.count(),
-        failed=Alert.objects.filter(status=AlertStatus.FAILED).count(),
-        oldest_pending_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
-        last_error_at=last_failure_at(last_bad) if last_bad else None,
-        last_errcode=last_bad.last_errcode if last_bad else None,
-        last_sent_at=last_sent[0] if last_sent else None,
-    )

@@ -133,6 +133,7 @@ class AlertCategory(models.TextChoices):
     BATCH_SUMMARY = "batch_summary"
     TEST = "test"
     RESOLVED = "resolved"
+    DAILY_DIGEST = "daily_digest"  # a channel's "all quiet" digest of the last 24 hours
 
 
 class AlertMessage(models.Model):
@@ -193,6 +194,19 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"alert {self.pk} {self.category} on {self.channel or '-'} ({self.status})"
+
+
+class AlertPath(models.Model):
+    """What the alert path's own duties last did for one channel (deadletters/alerts/heartbeat.py,
+    digest.py): when its dead-man's switch was pinged and the day of its last daily digest. Each is
+    claimed by a conditional UPDATE, so two housekeepers ping and send once."""
+
+    channel = models.CharField(max_length=40, unique=True)
+    pinged_at = models.DateTimeField(null=True, blank=True)
+    digest_day = models.DateField(null=True, blank=True)  # in TIME_ZONE
+
+    def __str__(self) -> str:
+        return f"alert path of {self.channel}"
 
 
 class CauseState(models.Model):

@@ -13,6 +13,8 @@ FakeSlack    /services/T/B/<secret>; 404 no_service, 400 invalid_blocks / no_tex
 FakeWebhook  a receiver of our signed webhook: 401 on a bad or stale signature, 429 with
              Retry-After past its limit; de-duplicates by Idempotency-Key as a receiver should.
 FakeSMTP     a minimal SMTP server (EHLO, MAIL, RCPT, DATA, QUIT) that keeps what it received.
+FakeHeartbeat a dead-man's-switch check as healthchecks.io documents it: GET or POST /ping/<uuid>
+             answers 200 "OK", 404 for an unknown uuid.
 """
 
 import base64
@@ -61,6 +63,8 @@ class _FakeService:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 fake._handle(self)
+
+            do_GET = do_POST  # noqa: N815
 
             def log_message(self, *args):
                 pass
@@ -260,6 +264,19 @@ class FakeWebhook(_FakeService):
         with self._lock:
             self.effects.setdefault(hit.headers.get("Idempotency-Key", ""), hit.body)
         return 200, {"ok": True}, {}
+
+
+class FakeHeartbeat(_FakeService):
+    def __init__(self, *, uuid="5bf66975-d4c7-4bf5-bcc8-b8d8a82ab06e", **kw):
+        super().__init__(**kw)
+        self.uuid = uuid
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/ping/{self.uuid}"
+
+    def check(self, hit):
+        return (200, "OK", {}) if urlsplit(hit.path).path == f"/ping/{self.uuid}" else (404, "not found", {})
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The alert snooze endpoints of the OpenAPI document."""
+"""The alert endpoints of the OpenAPI document: snoozes, and how each channel delivers."""
 
 from api.openapi.common import FORBIDDEN, MALFORMED, NOT_ALLOWED, NOT_JSON, UNAUTHORIZED, error, needs_scope
 
@@ -27,6 +27,29 @@ def snooze_schema() -> dict:
             "deaths": {"type": ["integer", "null"], "description": "Deaths under a threshold mute so far."},
         },
     }
+
+
+def _channel_schema() -> dict:
+    def maybe(kind: str, **more) -> dict:
+        return {"type": [kind, "null"], **more}
+
+    fields = {
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "failing": {"type": "boolean"},
+        "failing_since": maybe("string", format="date-time"),
+        "last_errcode": maybe("integer"),
+        "last_error": maybe("string"),
+        "last_sent_at": maybe("string", format="date-time"),
+        "paused": maybe("string", enum=["throttled", "config", "down", None]),
+        "pending": {"type": "integer"},
+        "failed": {"type": "integer"},
+        "heartbeat_minutes": maybe("integer"),
+        "pinged_at": maybe("string", format="date-time"),
+        "daily_digest_at": maybe("string", pattern="^[0-2][0-9]:[0-5][0-9]$"),
+        "digest_day": maybe("string", format="date"),
+    }
+    return {"type": "object", "required": list(fields), "additionalProperties": False, "properties": fields}
 
 
 def _json(description: str, schema: dict) -> dict:
@@ -104,6 +127,31 @@ def alert_paths() -> dict:
                             "required": ["results"],
                             "additionalProperties": False,
                             "properties": {"results": {"type": "array", "items": snooze}},
+                        },
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "405": NOT_ALLOWED,
+                },
+            }
+        },
+        "/report/alerts/channels": {
+            "get": {
+                "operationId": "listAlertChannels",
+                "summary": "How each alert channel delivers: failing or not, its heartbeat and daily digest",
+                "description": "Token scope `operator`; sessions: the permission to view dead letters (the "
+                "dashboard's). A channel is `failing` from a failed send until one is delivered; a failing "
+                "channel's heartbeat is not pinged. Channels are named, never their URLs.",
+                "tags": ["alerts"],
+                **needs_scope("operator"),
+                "responses": {
+                    "200": _json(
+                        "Every configured channel, the DingTalk robot first.",
+                        {
+                            "type": "object",
+                            "required": ["results"],
+                            "additionalProperties": False,
+                            "properties": {"results": {"type": "array", "items": _channel_schema()}},
                         },
                     ),
                     "401": UNAUTHORIZED,

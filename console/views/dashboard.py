@@ -106,6 +106,7 @@ def _alert_health() -> dict:
         "oldest_pending_at": health.oldest_pending_at,
         "healthy": health.ok,
         "channels": health.channels,
+        "failing": [c for c in health.channels if c.failing],
     }
 
 

@@ -8,10 +8,17 @@ notices), `test`. A digest carries deaths, so a channel takes digests when it ta
 causes. `kinds` limits a channel to some report kinds (empty: all). A death card lists the params'
 keys with masked values unless the channel says `"show_params": true` (a kind's sensitive params
 stay masked).
+
+The alert path proves itself (deadletters/alerts/heartbeat.py, digest.py): `heartbeat_url` is a
+dead-man's switch pinged while the channel delivers (at least every `heartbeat_minutes`), and
+`daily_digest_at` ("HH:MM" in TIME_ZONE) sends a daily "all quiet" digest. An entry named
+"dingtalk" with only these keys gives them to the robot of the DINGTALK_* settings.
 """
 
+import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
@@ -33,8 +40,13 @@ TYPE_DEFAULTS = {
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 # Path words of the services' documented hook URLs: not secret, and too common to scrub from text.
 _PUBLIC_PARTS = frozenset(
-    {"open-apis", "bot", "v2", "hook", "cgi-bin", "webhook", "send", "robot", "services"}
+    {"open-apis", "bot", "v2", "hook", "cgi-bin", "webhook", "send", "robot", "services", "api", "v1",
+     "heartbeat", "ping"}
 )
+PATH_KEYS = frozenset({"heartbeat_url", "heartbeat_minutes", "daily_digest_at"})
+HEARTBEAT_URL_MAX = 500
+HEARTBEAT_MINUTES_MAX = 60
+_HH_MM = re.compile(r"([01]\d|2[0-3]):[0-5]\d\Z")
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,9 @@ class Channel:
     rate_per_second: int = 0
     timeout: float = 5.0
     max_attempts: int = 10
+    heartbeat_url: str = field(default="", repr=False)
+    heartbeat_minutes: int = 5
+    daily_digest_at: str = ""  # "HH:MM" in TIME_ZONE, or "" for none
 
     @property
     def key(self) -> str:
@@ -66,9 +81,9 @@ class Channel:
         """Values that must never reach a log line, a page or a stored error: the URL, the secret,
         the URL's path and query, and every part of them that is not a documented public word
         (a Slack path, a Feishu hook id, a WeCom key, an access_token), however short."""
-        values = [self.url, self.secret]
-        if self.url:
-            parts = urlsplit(self.url)
+        values = [self.url, self.secret, self.heartbeat_url]
+        for url in filter(None, (self.url, self.heartbeat_url)):
+            parts = urlsplit(url)
             values += [parts.path, parts.query, f"{parts.path}?{parts.query}"]
             values += [p for p in parts.path.split("/") if p.lower() not in _PUBLIC_PARTS]
             values += [v for _, v in parse_qsl(parts.query)]
@@ -98,6 +113,26 @@ def dingtalk_channel() -> Channel | None:
     )
 
 
+def _path_options(name: str, raw: dict) -> dict:
+    """heartbeat_url, heartbeat_minutes and daily_digest_at, checked; errors name the channel and
+    the key, never the URL."""
+    url = str(raw.get("heartbeat_url") or "").strip()
+    if url and not (
+        url.startswith(("https://", "http://")) and len(url) <= HEARTBEAT_URL_MAX
+        and url.isprintable() and " " not in url
+    ):
+        raise ValueError(f'channel {name}: "heartbeat_url" must be an http(s) URL of at most '
+                         f"{HEARTBEAT_URL_MAX} characters")
+    minutes = raw.get("heartbeat_minutes", 5)
+    if type(minutes) is not int or not 1 <= minutes <= HEARTBEAT_MINUTES_MAX:
+        raise ValueError(f'channel {name}: "heartbeat_minutes" must be a whole number from 1 to '
+                         f"{HEARTBEAT_MINUTES_MAX}")
+    at = raw.get("daily_digest_at") or ""
+    if at and not (isinstance(at, str) and _HH_MM.match(at)):
+        raise ValueError(f'channel {name}: "daily_digest_at" must be "HH:MM" (00:00 to 23:59, TIME_ZONE)')
+    return {"heartbeat_url": url, "heartbeat_minutes": minutes, "daily_digest_at": at}
+
+
 def _parse_one(raw, seen: set[str]) -> Channel:
     if not isinstance(raw, dict):
         raise ValueError("each channel is a JSON object")
@@ -105,6 +140,9 @@ def _parse_one(raw, seen: set[str]) -> Channel:
     kind = str(raw.get("type", "")).strip().lower()
     if not name or not set(name) <= _NAME_CHARS or len(name) > 40:
         raise ValueError(f"channel name {name!r}: 1-40 of a-z, 0-9, - and _")
+    if name == DINGTALK and name not in seen and set(raw) <= PATH_KEYS | {"name"}:
+        seen.add(name)  # the robot's own options: merged by configured_channels
+        return Channel(name=DINGTALK, type=DINGTALK, **_path_options(name, raw))
     if name in seen or name == DINGTALK:
         raise ValueError(f"channel name {name!r} is taken")
     if kind not in TYPE_DEFAULTS or kind == DINGTALK:
@@ -130,6 +168,7 @@ def _parse_one(raw, seen: set[str]) -> Channel:
         rate_per_second=int(raw.get("rate_per_second") or defaults["rate_per_second"]),
         timeout=float(raw.get("timeout") or 5.0),
         max_attempts=int(raw.get("max_attempts") or settings.DINGTALK_MAX_SEND_ATTEMPTS),
+        **_path_options(name, raw),
     )
     if kind == "email" and not channel.to:
         raise ValueError(f'channel {name}: an email channel needs "to"')
@@ -169,8 +208,12 @@ def configured_channels() -> tuple[Channel, ...]:
     key = json.dumps(raw, sort_keys=True) if not isinstance(raw, str) else raw
     if _cache.get("key") != key:
         _cache.update(key=key, channels=parse_channels(raw))
-    robot = dingtalk_channel()
-    return ((robot,) if robot else ()) + _cache["channels"]
+    robot, channels = dingtalk_channel(), _cache["channels"]
+    options = next((c for c in channels if c.name == DINGTALK), None)
+    if options is not None:
+        channels = tuple(c for c in channels if c is not options)
+        robot = robot and dataclasses.replace(robot, **{k: getattr(options, k) for k in PATH_KEYS})
+    return ((robot,) if robot else ()) + channels
 
 
 def channel_named(name: str) -> Channel | None:

@@ -1,9 +1,11 @@
-"""How alert delivery is doing, for the console's dashboard and /metrics: the outbox by status, the
-last send and the last error, and per channel what Redis knows (its pause and why, its budget)."""
+"""How alert delivery is doing, for the console's dashboard, /metrics and the API: the outbox by
+status, the last send and the last error, and per channel what Redis knows (its pause and why, its
+budget) and what its messages say: its last delivery, and since when its sends fail (a send failed
+and none was delivered after it). A failing channel does not ping its heartbeat (heartbeat.py)."""
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, Min
@@ -12,8 +14,10 @@ from redis.exceptions import RedisError
 from config.backoff import backoff_delay
 from deadletters.alerts.channels import DINGTALK, configured_channels
 from deadletters.alerts.state import CONFIG, THROTTLED, ChannelState
-from deadletters.models import Alert, AlertMessage, AlertStatus
+from deadletters.models import Alert, AlertMessage, AlertPath, AlertStatus
 from transport.connection import redis_connection
+
+CONFIG_ERRCODES = frozenset({310000, 19021, 19022, 19024, 93000, 401, 403, 404, 410, 301, 302, 307, 308})
 
 
 @dataclass
@@ -27,6 +31,18 @@ class ChannelStatus:
     paused_until: datetime | None = None
     sent_last_minute: int | None = None
     rate_per_minute: int = 0
+    last_sent_at: datetime | None = None
+    failing_since: datetime | None = None
+    failing_errcode: int | None = None
+    failing_error: str = ""
+    heartbeat_minutes: int | None = None  # None: no heartbeat_url
+    pinged_at: datetime | None = None
+    daily_digest_at: str = ""
+    digest_day: date | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
 
 
 @dataclass
@@ -81,10 +97,16 @@ def alert_health(*, clock=time.time) -> AlertHealth:
     if last_bad is not None:
         health.last_error, health.last_errcode = last_bad.last_error, last_bad.last_errcode
         health.last_error_at = last_failure_at(last_bad)
+    paths = {p.channel: p for p in AlertPath.objects.all()}
     for channel in channels:
         rows = _by(Alert, channel=channel.name)
         status = ChannelStatus(channel.name, channel.type, rows.get("pending", 0), rows.get("failed", 0))
         status.rate_per_minute = channel.rate_per_minute
+        channel_delivery(status)
+        path = paths.get(channel.name) or AlertPath()
+        status.heartbeat_minutes = channel.heartbeat_minutes if channel.heartbeat_url else None
+        status.pinged_at, status.digest_day = path.pinged_at, path.digest_day
+        status.daily_digest_at = channel.daily_digest_at
         try:
             state = ChannelState(redis_connection(), channel, clock=clock)
             paused, status.sent_last_minute = state.paused(), state.used()
@@ -100,18 +122,33 @@ def alert_health(*, clock=time.time) -> AlertHealth:
         if status.name == DINGTALK or len(channels) == 1:
             health.sent_last_minute, health.rate_per_minute = status.sent_last_minute, channel.rate_per_minute
         health.channels.append(status)
-    # The database keeps a configuration error even when Redis is flushed: a message failed with
-    # it and nothing was sent since.
-    if (
-        not health.config_error
-        and last_bad is not None
-        and last_bad.status == AlertStatus.FAILED
-        and last_bad.last_errcode
-        in (310000, 19021, 19022, 19024, 93000, 401, 403, 404, 410, 301, 302, 307, 308)
-        and (last_sent is None or last_sent.id < last_bad.id)
-    ):
-        health.config_error = f"{last_bad.channel}: {last_bad.last_error}"
+    # The database keeps a configuration error even when Redis is flushed: a channel's message
+    # failed with it and nothing was sent since.
+    refused = [c for c in health.channels if c.failing_errcode in CONFIG_ERRCODES]
+    if not health.config_error and refused:
+        health.config_error = f"{refused[0].name}: {refused[0].failing_error}"
     return health
+
+
+def channel_delivery(status: ChannelStatus) -> ChannelStatus:
+    """Fill in the channel's last delivery and, when a send failed after it, since when it fails
+    and the newest failure's code and words. A refused message counts (its attempts used up); one
+    only held back by the service's throttle does not."""
+    messages = AlertMessage.objects.filter(channel=status.name)
+    # A sent message's next_attempt_at is the lease taken just before its send: the index finds it.
+    sent = messages.filter(status=AlertStatus.SENT).order_by("-next_attempt_at")
+    status.last_sent_at = sent.values_list("sent_at", flat=True).first()
+    bad = messages.filter(status__in=(AlertStatus.PENDING, AlertStatus.FAILED), attempts__gt=0).exclude(
+        last_error=""
+    )
+    failures = [(last_failure_at(m) or m.created_at, m) for m in bad.order_by("-id")[:100]]
+    failures = [(at, m) for at, m in failures if status.last_sent_at is None or at > status.last_sent_at]
+    if failures:
+        _at, newest = max(failures, key=lambda pair: pair[0])
+        first = min(m.created_at for _, m in failures)
+        status.failing_since = max(first, status.last_sent_at) if status.last_sent_at else first
+        status.failing_errcode, status.failing_error = newest.last_errcode, newest.last_error
+    return status
 
 
 def last_failure_at(message: AlertMessage) -> datetime | None:

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy as pgettext
 
 from deadletters.alerts.channels import channel_named
+from deadletters.alerts.digest import daily_card
 from deadletters.alerts.text import TITLE_MAX, format_time, neutral
 from deadletters.links import (
     batch_url,
@@ -295,6 +296,8 @@ def alert_card(alert, **death) -> dict:
             return resolved_card(alert.payload)
         if alert.category == AlertCategory.TEST:
             return test_card(alert.created_at)
+        if alert.category == AlertCategory.DAILY_DIGEST:
+            return daily_card(alert.payload)
         params = "" if death.get("follow_up") else params_line(alert)
         return death_card(alert.payload, alert.fingerprint, params=params, **death)
 
@@ -309,7 +312,7 @@ def _group_line(group: dict) -> str:
             **{k: payload.get(k, "-") for k in ("total", "done", "dead")},
         }
     if sample.category != AlertCategory.DEAD_LETTER:
-        return resolved_card(payload)["title"]
+        return alert_card(sample)["title"]
     kinds = neutral(", ".join(group["kinds"]), 60)
     new = _("NEW") + " " if payload.get("new") else ""
     return f"{count} × {new}{kinds} · {cause_text(payload, 100)}"

@@ -4,9 +4,12 @@ import json
 
 import pytest
 
+from api.openapi import openapi_document
 from deadletters.models import Alert, AlertStatus, AuditEntry
 from reports.services.tokens import create_api_token
+from tests.api.test_api_contract import validate
 from tests.conftest import make_death
+from tests.deadletters.alerts.test_alert_path import HEARTBEAT_TOKEN, failing_channel
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +57,17 @@ def test_a_token_without_the_operator_scope_cannot_snooze(client):
 def test_bad_input_is_a_422_naming_the_field(client, api_token, body, field):
     answer = post(client, "/report/alerts/snooze", body, api_token)
     assert answer.status_code == 422 and answer.json()["field"] == field
+
+
+def test_channel_health_names_the_failing_channel_and_never_its_heartbeat_url(client, api_token, settings):
+    failing_channel(settings)
+    answer = client.get("/report/alerts/channels", headers={"Authorization": f"Bearer {api_token}"})
+    schema = openapi_document()["paths"]["/report/alerts/channels"]["get"]["responses"]["200"]
+    validate(openapi_document(), schema["content"]["application/json"]["schema"], answer.json())
+    ops, pager = answer.json()["results"]
+    assert (ops["name"], ops["failing"], ops["heartbeat_minutes"]) == ("ops", False, 5)
+    assert (pager["failing"], pager["last_errcode"]) == (True, 401)
+    assert pager["last_error"] == "HTTP 401: bad signature"
+    assert HEARTBEAT_TOKEN not in answer.content.decode() and "hc.invalid" not in answer.content.decode()
+    reader = {"Authorization": f"Bearer {create_api_token(name='reader', scopes=('read',))[1]}"}
+    assert client.get("/report/alerts/channels", headers=reader).status_code == 403

@@ -12,6 +12,7 @@ from reports.kinds import KINDS
 from reports.models import ApiScope, AttemptOutcome, ReportTask, TaskAttempt, TaskCounter, TaskStatus
 from reports.services import cancel_task
 from reports.services.tokens import create_api_token
+from tests.deadletters.alerts.test_alert_path import failing_channel
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
@@ -187,3 +188,12 @@ def test_attempt_histograms_cover_the_recent_window(client, metrics_token, setti
     assert bucket("queue_wait_seconds", "60.0") == 2
     assert bucket("queue_wait_seconds", "+Inf") == 2
     assert value(samples, "report_queue_wait_seconds_gcount", kind="http_export") == 2
+
+
+def test_a_channel_whose_sends_fail_is_told_by_name(client, metrics_token, settings):
+    failing_channel(settings)
+    samples = scrape(client, metrics_token)
+    assert value(samples, "report_alert_channel_failing", channel="pager") == 1
+    assert value(samples, "report_alert_channel_failing", channel="ops") == 0
+    assert 89 <= value(samples, "report_alert_channel_seconds_since_sent", channel="ops") < 120
+    assert 3599 <= value(samples, "report_alert_channel_seconds_since_sent", channel="pager") < 3630

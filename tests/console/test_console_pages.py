@@ -14,6 +14,7 @@ from deadletters.selectors.letters import fingerprint_groups
 from deadletters.selectors.stats import deaths_per_hour
 from reports.models import ReportBatch, TaskAttempt, TaskStatus
 from tests.conftest import operators_group
+from tests.deadletters.alerts.test_alert_path import HEARTBEAT_TOKEN, failing_channel
 from tests.factories import make_dead_letter, make_task
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +67,19 @@ def test_dashboard_shows_counts_chart_causes_alerts_and_queues(op_client):
     assert "Queues and workers" in body and "No workers alive" in body
     assert "Oldest open:" in body
     assert "Redis unreachable" not in body
+
+
+@pytest.mark.parametrize(
+    ("language", "words"),
+    [("en", ["Alert channel pager is failing", "Last error code: 401."]),
+     ("zh-CN", ["告警渠道 pager 投递失败", "最近的错误码：401。"])],
+)
+def test_dashboard_names_a_channel_whose_sends_fail(op_client, settings, language, words):
+    failing_channel(settings)
+    body = text(op_client.get("/console/", HTTP_ACCEPT_LANGUAGE=language))
+    [banner] = [p.split("</p>", 1)[0] for p in body.split('class="alert alert-error channel-failing"')[1:]]
+    assert all(word in banner for word in words) and "HTTP 401: bad signature" in banner
+    assert HEARTBEAT_TOKEN not in body and "hc.invalid" not in body and "pager.invalid" not in body
 
 
 def test_dashboard_warns_about_letters_the_archiver_takes_soon(op_client):

@@ -1,7 +1,11 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from deadletters.alerts.channels import channel_named
+from deadletters.alerts.digest import daily_digest_write
+from deadletters.alerts.heartbeat import heartbeats_ping
 from deadletters.alerts.sender import retry_failed_alerts, send_due_alerts
 
 
@@ -24,8 +28,22 @@ class Command(BaseCommand):
             help="first put failed alert messages back to pending (fresh attempts, same msgUuid) "
             "and lift a configuration-error pause, then send",
         )
+        parser.add_argument(
+            "--digest", metavar="CHANNEL", default="",
+            help="first write CHANNEL's daily digest (the last 24 hours) now, then send",
+        )
+        parser.add_argument(
+            "--heartbeat", action="store_true",
+            help="after sending, ping every channel's heartbeat_url now (a channel whose sends fail is "
+            "not pinged: it says so)",
+        )
 
-    def handle(self, *args, retry_failed, verbosity, **options):
+    def handle(self, *args, retry_failed, digest, heartbeat, verbosity, **options):
+        if digest:
+            channel = channel_named(digest.strip().lower())
+            if channel is None:
+                raise CommandError(_("no alert channel named %(name)r") % {"name": digest[:40]})
+            daily_digest_write(channel, now=timezone.now())
         if retry_failed:
             count = retry_failed_alerts()
             self.stdout.write(
@@ -36,6 +54,6 @@ class Command(BaseCommand):
         reports = send_due_alerts()
         if not reports and verbosity >= 1:
             self.stdout.write(_("no alert channel configured: alerts are recorded as skipped"))
-        for one in reports:
-            if verbosity >= 1:
-                self.stdout.write(one.summary())
+        lines = [one.summary() for one in reports] + (heartbeats_ping(force=True) if heartbeat else [])
+        for line in lines if verbosity >= 1 else ():
+            self.stdout.write(line)

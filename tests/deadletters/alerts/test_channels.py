@@ -4,7 +4,7 @@ with its URL or secret; no part of a URL's secret, however short, survives in a 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from deadletters.alerts.channels import Channel, parse_channels, routed_channels
+from deadletters.alerts.channels import Channel, configured_channels, parse_channels, routed_channels
 from deadletters.alerts.wire import scrub
 
 HOOK = "https://open.feishu.invalid/open-apis/bot/v2/hook/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
@@ -45,12 +45,37 @@ def test_defaults_follow_each_services_documented_budget():
         ('[{"name": "a", "type": "email"}]', 'needs "to"'),
         ('[{"name": "a", "type": "email", "to": ["x@y"], "events": ["page"]}]', "unknown events ['page']"),
         ("not json", "ALERT_CHANNELS"),
+        ('[{"name": "a", "type": "slack", "url": "https://x.invalid", "heartbeat_url": "ftp://hc/t0k3n"}]',
+         'channel a: "heartbeat_url" must be an http(s) URL'),
+        ('[{"name": "a", "type": "slack", "url": "https://x.invalid", "heartbeat_url": "https://hc/%s"}]'
+         % ("t" * 500), 'channel a: "heartbeat_url" must be'),
+        ('[{"name": "a", "type": "slack", "url": "https://x.invalid", "heartbeat_minutes": 0}]',
+         'channel a: "heartbeat_minutes" must be a whole number from 1 to 60'),
+        ('[{"name": "a", "type": "slack", "url": "https://x.invalid", "heartbeat_minutes": "5"}]',
+         'channel a: "heartbeat_minutes"'),
+        ('[{"name": "a", "type": "slack", "url": "https://x.invalid", "daily_digest_at": "24:00"}]',
+         'channel a: "daily_digest_at" must be "HH:MM"'),
+        ('[{"name": "dingtalk", "heartbeat_url": "https://hc/x", "daily_digest_at": "9:00"}]',
+         'channel dingtalk: "daily_digest_at"'),
     ],
 )
 def test_a_malformed_channel_list_names_the_problem(raw, message):
     with pytest.raises(ImproperlyConfigured, match="ALERT_CHANNELS") as caught:
         parse_channels(raw)
-    assert message in str(caught.value)
+    assert message in str(caught.value) and "t0k3n" not in str(caught.value)
+
+
+def test_the_robot_takes_its_heartbeat_and_digest_from_an_entry_named_dingtalk(settings):
+    settings.DINGTALK_WEBHOOK = "https://oapi.dingtalk.invalid/robot/send?access_token=tok"
+    settings.ALERT_CHANNELS = [
+        {"name": "dingtalk", "heartbeat_url": "https://hc.invalid/ping/0b5e1d4c", "daily_digest_at": "09:30"},
+        {"name": "m", "type": "email", "to": ["a@example.com"], "heartbeat_minutes": 15},
+    ]
+    robot, mail = configured_channels()
+    assert (robot.name, robot.url, robot.daily_digest_at, robot.heartbeat_minutes) == (
+        "dingtalk", settings.DINGTALK_WEBHOOK, "09:30", 5)
+    assert "0b5e1d4c" not in repr(robot) + scrub("GET /ping/0b5e1d4c?x=1 HTTP/1.1", robot)
+    assert (mail.heartbeat_url, mail.heartbeat_minutes, mail.daily_digest_at) == ("", 15, "")
 
 
 def test_a_new_cause_goes_where_deaths_or_new_causes_go(settings):
