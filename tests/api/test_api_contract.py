@@ -270,7 +270,7 @@ def scenarios(world):
 def note_scenarios():
     """A cause's runbook note: GET, PUT and DELETE, each refusal, then the calls that act."""
     js = {"content_type": "application/json"}
-    cause = CauseState.objects.create(fingerprint="c" * 40)
+    cause = CauseState.objects.create(fingerprint="e" * 40)
     path, unknown = f"/report/cause/{cause.fingerprint}/note", f"/report/cause/{'d' * 40}/note"
     note = {"data": {"text": {"en": "Owner: payments"}, "links": ["https://wiki.example.com/x"]}, **js}
     return [
