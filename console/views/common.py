@@ -57,6 +57,11 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def to_json(value) -> str:
+    """A value on one line, as JSON writes it (a string keeps its quotes)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def actor(request) -> str:
     return request.user.get_username()
 

@@ -8,9 +8,12 @@ all or nothing. Per batch:
   RETURNING puts the tasks that are still dead back to pending (reports.services.requeue_dead_tasks,
   rows locked in id order); one UPDATE marks those tasks' replayable letters replayed by the bulk's
   actor; one INSERT writes an audit entry per replayed task (from three arrays on PostgreSQL); one
-  pipelined enqueue per queue runs after commit. As replay_dead_letter does one letter at a time, a
-  task is replayed once however many of its letters the batch holds (the lowest id acts, the others
-  are skipped), and every replayable letter of a replayed task is marked, in the selection or not.
+  pipelined enqueue per queue runs after commit. A run with a params patch first patches and
+  validates each task's params (deadletters.bulk.patch): the refused are counted apart with their
+  reasons, the others get their new params in one more UPDATE. As replay_dead_letter does one
+  letter at a time, a task is replayed once however many of its letters the batch holds (the lowest
+  id acts, the others are skipped), and every replayable letter of a replayed task is marked, in the
+  selection or not.
 - archive, discard, restore: one locking SELECT of the letters still in a from-state (id order),
   one UPDATE of exactly those, one bulk INSERT of their audit entries.
 
@@ -24,12 +27,15 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Case, JSONField, Value, When
 from django.utils import timezone
 
 from deadletters.audit import REASON_MAX
+from deadletters.bulk.patch import patch_batch
 from deadletters.models import AuditEntry, BulkAction, DeadLetter, DeadLetterStatus
 from deadletters.services.letters import REPLAYABLE_STATUSES
 from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
+from reports.models import ReportTask, TaskStatus
 from reports.services import requeue_dead_tasks
 
 
@@ -37,6 +43,7 @@ from reports.services import requeue_dead_tasks
 class BatchOutcome:
     succeeded: int
     skipped: int
+    refused: tuple[dict, ...] = ()  # neither: a params patch made them invalid ({"dead_letter", "reasons"})
 
 
 def apply_to_batch(bulk: BulkAction, ids: list[int]) -> BatchOutcome:
@@ -46,11 +53,13 @@ def apply_to_batch(bulk: BulkAction, ids: list[int]) -> BatchOutcome:
     if not ids:
         return BatchOutcome(0, 0)
     now = timezone.now()
+    refused: list[dict] = []
     if bulk.action == "replay":
-        succeeded = _replay(bulk, ids, now)
+        succeeded = _replay(bulk, ids, now, refused)
     else:
         succeeded = _transition(bulk, ids, now)
-    return BatchOutcome(succeeded=succeeded, skipped=len(ids) - succeeded)
+    skipped = len(ids) - succeeded - len(refused)
+    return BatchOutcome(succeeded=succeeded, skipped=skipped, refused=tuple(refused))
 
 
 def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict]], now) -> None:
@@ -105,7 +114,7 @@ def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict
         )
 
 
-def _replay(bulk: BulkAction, ids: list[int], now) -> int:
+def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
     acting: dict[int, int] = {}  # task id -> the lowest letter id of the batch naming it
     for letter_id, task_id in (
         DeadLetter.objects.filter(pk__in=ids, status__in=REPLAYABLE_STATUSES)
@@ -113,10 +122,21 @@ def _replay(bulk: BulkAction, ids: list[int], now) -> int:
         .values_list("pk", "task_id")
     ):
         acting.setdefault(task_id, letter_id)
+    patched = patch_batch(bulk.params_patch, acting) if bulk.params_patch else None
+    if patched is not None:
+        acting = patched.acting
+        refused += patched.refused
     requeued = requeue_dead_tasks(acting, now=now)
     if not requeued:
         return 0
     replayed_tasks = [row.task_id for row in requeued]
+    edits = {pk: patched.params[pk] for pk in replayed_tasks if pk in patched.params} if patched else {}
+    if edits:  # the tasks are ours (pending, locked): their new params, in one UPDATE
+        params = JSONField()
+        ReportTask.objects.filter(pk__in=list(edits), status=TaskStatus.PENDING).update(params=Case(
+            *(When(pk=pk, then=Value(after, output_field=params)) for pk, (after, _) in edits.items()),
+            output_field=params,
+        ))
     # These tasks are ours now (pending, rows locked): their replayable letters cannot change
     # under us, so reading them and then updating them is one consistent step.
     letters = list(
@@ -131,16 +151,10 @@ def _replay(bulk: BulkAction, ids: list[int], now) -> int:
     for pk, task_id, created_at in letters:
         if task_id not in newest or (created_at, pk) > newest[task_id]:
             newest[task_id] = (created_at, pk)
-    bulk_id = str(bulk.public_id)
-    _insert_audit(
-        bulk,
-        "replay",
-        [
-            (task_id, newest[task_id][1], {"dead_letter": acting[task_id], "bulk": bulk_id})
-            for task_id in replayed_tasks
-        ],
-        now,
-    )
+    details = {pk: {"dead_letter": acting[pk], "bulk": str(bulk.public_id)} for pk in replayed_tasks}
+    for task_id, (_after, diff) in edits.items():
+        details[task_id]["params_diff"] = diff  # what an edited single-letter replay records
+    _insert_audit(bulk, "replay", [(pk, newest[pk][1], details[pk]) for pk in replayed_tasks], now)
     return len(replayed_tasks)
 
 
