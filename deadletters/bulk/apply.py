@@ -27,7 +27,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, JSONField, Value, When
 from django.utils import timezone
 
 from deadletters.audit import REASON_MAX
@@ -131,12 +130,8 @@ def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
         return 0
     replayed_tasks = [row.task_id for row in requeued]
     edits = {pk: patched.params[pk] for pk in replayed_tasks if pk in patched.params} if patched else {}
-    if edits:  # the tasks are ours (pending, locked): their new params, in one UPDATE
-        params = JSONField()
-        ReportTask.objects.filter(pk__in=list(edits), status=TaskStatus.PENDING).update(params=Case(
-            *(When(pk=pk, then=Value(after, output_field=params)) for pk, (after, _) in edits.items()),
-            output_field=params,
-        ))
+    if edits:  # the tasks are ours (pending, locked): their new params, one prepared UPDATE
+        _set_params(edits)
     # These tasks are ours now (pending, rows locked): their replayable letters cannot change
     # under us, so reading them and then updating them is one consistent step.
     letters = list(
@@ -156,6 +151,23 @@ def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
         details[task_id]["params_diff"] = diff  # what an edited single-letter replay records
     _insert_audit(bulk, "replay", [(pk, newest[pk][1], details[pk]) for pk in replayed_tasks], now)
     return len(replayed_tasks)
+
+
+def _set_params(edits: dict[int, tuple[dict, dict]]) -> None:
+    """Each task's own new params: one statement from two arrays on PostgreSQL, one prepared UPDATE
+    run for each task elsewhere."""
+    table = connection.ops.quote_name(ReportTask._meta.db_table)
+    rows = [(pk, json.dumps(after)) for pk, (after, _diff) in edits.items()]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"UPDATE {table} SET params = u.params::jsonb FROM unnest(%s::bigint[], %s::text[]) "
+                f"AS u(id, params) WHERE {table}.id = u.id AND {table}.status = %s",
+                [[pk for pk, _ in rows], [params for _, params in rows], TaskStatus.PENDING],
+            )
+        else:
+            cursor.executemany(f"UPDATE {table} SET params = %s WHERE id = %s AND status = %s",
+                               [(params, pk, TaskStatus.PENDING) for pk, params in rows])
 
 
 _TRANSITIONS = {
