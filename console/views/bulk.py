@@ -63,8 +63,8 @@ def _bulk_request(request):
         data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER,
                 "filter_qs": filters.urlencode()}
     action = data.get("action", "")
-    if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
+    if action in BulkActionKind.values:
+        _require_permission(request, action)
     if request.POST.get("params_patch", "").strip() and not request.user.has_perm(REPLAY_EDIT_PERMISSION):
         raise PermissionDenied(_("You may not replay dead letters with edited params."))
     filter_qs = data.get("filter_qs", "")
@@ -76,6 +76,11 @@ def _bulk_request(request):
         max_id=data.get("max_id"),
     )
     return selection, filter_qs
+
+
+def _require_permission(request, action: str) -> None:
+    if not request.user.has_perm(permission_for(action)):
+        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
 
 
 def _scope_wording(selection) -> dict:
@@ -310,8 +315,7 @@ _DONE = {
 
 def _bulk_operator_action(request, public_id, service, done: str, verb: str):
     bulk = get_object_or_404(BulkAction, public_id=public_id)
-    if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
+    _require_permission(request, bulk.action)
     try:
         service(bulk_id=bulk.pk, actor=actor(request), ip_address=client_ip(request))
     except BulkStateConflict as exc:
@@ -350,8 +354,7 @@ def bulk_cancel(request, public_id):
 def bulk_rate(request, public_id):
     """Change a pending, running or paused bulk's rate (audited); the runner follows within a second."""
     bulk = get_object_or_404(BulkAction, public_id=public_id)
-    if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
+    _require_permission(request, bulk.action)
     detail_url = reverse("console:bulk-detail", args=[bulk.public_id])
     try:
         bulk = change_bulk_rate(

@@ -121,15 +121,15 @@ def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
         .values_list("pk", "task_id")
     ):
         acting.setdefault(task_id, letter_id)
-    patched = patch_batch(bulk.params_patch, acting) if bulk.params_patch else None
-    if patched is not None:
-        acting = patched.acting
-        refused += patched.refused
+    edits: dict[int, tuple[dict, dict]] = {}  # task id -> its new params and their diff
+    if bulk.params_patch:
+        acting, edits, refusals = patch_batch(bulk.params_patch, acting)
+        refused += refusals
     requeued = requeue_dead_tasks(acting, now=now)
     if not requeued:
         return 0
     replayed_tasks = [row.task_id for row in requeued]
-    edits = {pk: patched.params[pk] for pk in replayed_tasks if pk in patched.params} if patched else {}
+    edits = {pk: edits[pk] for pk in replayed_tasks if pk in edits}
     if edits:  # the tasks are ours (pending, locked): their new params, one prepared UPDATE
         _set_params(edits)
     # These tasks are ours now (pending, rows locked): their replayable letters cannot change

@@ -12,7 +12,7 @@ requeue_dead_task uses): a task whose patched params fail is refused with its re
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
@@ -98,9 +98,12 @@ def apply_params_patch(params: dict, patch: dict) -> dict:
     return patched
 
 
-def patched_params(task_kind: str, params: dict, priority: str, patch: dict) -> dict:
-    """The patched params as the kind cleans them; InvalidParams (every reason) when it refuses them."""
-    return validate_submission(kind=task_kind, params=apply_params_patch(params, patch), priority=priority)[1]
+def patch_task(task_kind: str, params: dict, priority: str, patch: dict) -> tuple[dict, dict | None]:
+    """The patched params as the kind cleans them, and what changed (params_diff); InvalidParams, with
+    every reason, when the kind refuses them."""
+    patched = apply_params_patch(params, patch)
+    after = validate_submission(kind=task_kind, params=patched, priority=priority)[1]
+    return after, params_diff(params, after)
 
 
 def params_diff(before: dict, after: dict) -> dict | None:
@@ -112,36 +115,29 @@ def params_diff(before: dict, after: dict) -> dict | None:
             "after": {k: after[k] for k in changed if k in after}}
 
 
-def refusal_reasons(exc: InvalidParams) -> list[list[str]]:
-    return [[name, message] for name, message in getattr(exc, "errors", [(exc.field, exc.message)])]
+def refusal(letter_id: int, exc: InvalidParams) -> dict:
+    """A refused letter as a run keeps it and a preview shows it: its id and each [param, reason]."""
+    errors = getattr(exc, "errors", [(exc.field, exc.message)])
+    return {"dead_letter": letter_id, "reasons": [[name, message] for name, message in errors]}
 
 
-@dataclass
-class PatchedBatch:
-    """What a patch makes of a batch's tasks: the ones to replay (task id -> acting letter id), the
-    new params and their diff of those it changes, and the refused letters with their reasons."""
-
-    acting: dict[int, int]
-    params: dict[int, tuple[dict, dict]] = field(default_factory=dict)
-    refused: list[dict] = field(default_factory=list)
-
-
-def patch_batch(patch: dict, acting: dict[int, int]) -> PatchedBatch:
-    """Patch and validate the dead tasks of `acting` (rows locked in id order until the batch commits)."""
-    outcome = PatchedBatch(acting={})
+def patch_batch(patch: dict, acting: dict[int, int]) -> tuple[dict[int, int], dict, list[dict]]:
+    """Patch and validate the dead tasks of `acting` (task id -> its acting letter), their rows locked
+    in id order until the batch commits: (the tasks to replay, {task id: (new params, diff)} of those
+    the patch changes, the refused letters)."""
+    replay, edits, refused = {}, {}, []
     rows = (ReportTask.objects.select_for_update().filter(pk__in=list(acting), status=TaskStatus.DEAD)
             .order_by("pk").values_list("pk", "kind", "params", "priority"))
     for task_id, task_kind, params, priority in rows:
         try:
-            after = patched_params(task_kind, params, priority, patch)
+            after, diff = patch_task(task_kind, params, priority, patch)
         except InvalidParams as exc:
-            outcome.refused.append({"dead_letter": acting[task_id], "reasons": refusal_reasons(exc)})
+            refused.append(refusal(acting[task_id], exc))
             continue
-        outcome.acting[task_id] = acting[task_id]
-        diff = params_diff(params, after)
+        replay[task_id] = acting[task_id]
         if diff:
-            outcome.params[task_id] = (after, diff)
-    return outcome
+            edits[task_id] = (after, diff)
+    return replay, edits, refused
 
 
 def params_for_display(task_kind: str, params: dict, *, user=None) -> dict:
@@ -172,11 +168,11 @@ def preview_params_patch(selection: Selection, patch: dict, *, user=None) -> Pat
             break
         seen.add(task_id)
         try:
-            diff = params_diff(params, patched_params(task_kind, params, priority, patch))
+            diff = patch_task(task_kind, params, priority, patch)[1]
         except InvalidParams as exc:
             invalid += 1
             if len(refusals) < REFUSALS_KEPT:
-                refusals.append({"dead_letter": letter_id, "reasons": refusal_reasons(exc)})
+                refusals.append(refusal(letter_id, exc))
             continue
         changed += bool(diff)
         if diff and len(sample) < SAMPLE_SIZE:
