@@ -4,6 +4,7 @@ change its rate. Token scope `operator`; sessions: the console's permissions, th
 the action's own."""
 
 import uuid
+from dataclasses import asdict
 from urllib.parse import urlencode
 
 from django.http import JsonResponse
@@ -22,6 +23,7 @@ from deadletters.bulk.control import (
     resume_bulk_action,
     start_bulk_action,
 )
+from deadletters.bulk.patch import parse_params_patch, preview_params_patch
 from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import (
     SCOPE_FILTER,
@@ -38,8 +40,10 @@ from reports.models import ApiScope
 
 BULK_PERMISSION = "deadletters.view_bulkaction"  # and the action's own: _check_action
 START_FIELDS = {
-    "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at"
+    "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at",
+    "params_patch",
 }
+REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # a params patch needs it too
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
 
 
@@ -64,6 +68,9 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         "outcome_by_cause": None,
         "outcome_by_cause_limited": False,
         "canary": canary_body(bulk),
+        "params_patch": bulk.params_patch,
+        "refused": bulk.refused,
+        "refusals": bulk.refusals,
     }
     if bulk.action == BulkActionKind.REPLAY:
         outcome = replay_outcome(bulk)
@@ -125,11 +132,22 @@ def _plan(data: dict, action: str) -> dict:
     }
 
 
-def _check_action(request, action: str) -> None:
-    """A session user needs the permission of the action itself (a token: its operator scope)."""
-    user, needed = request.api_client.user, permission_for(action)
-    if user is not None and not user.has_perm(needed):
-        raise ApiError(403, f"the console user lacks the permission {needed}")
+def _check_action(request, action: str, *, edits_params: bool = False) -> None:
+    """A session user needs the permission of the action itself, and to edit params for a patch
+    (a token: its operator scope)."""
+    user = request.api_client.user
+    for needed in (permission_for(action), *([REPLAY_EDIT_PERMISSION] if edits_params else [])):
+        if user is not None and not user.has_perm(needed):
+            raise ApiError(403, f"the console user lacks the permission {needed}")
+
+
+def _patch_preview(request, data: dict, selection) -> dict:
+    """A dry run's patch: the tasks it would change, the refused (with the first reasons), a sample."""
+    if "params_patch" not in data:
+        return {}
+    patch = parse_params_patch(data["params_patch"], action=selection.action)
+    preview = preview_params_patch(selection, patch, can_see=request.api_client.can_see_params)
+    return {"params_patch": asdict(preview)}
 
 
 def _bulk_or_404(bulk_id: str) -> BulkAction:
@@ -149,7 +167,10 @@ def bulk_start(request):
     action = data.get("action")
     if action not in BulkActionKind.values:
         raise ApiError(422, f"must be one of {', '.join(BulkActionKind.values)}", "action")
-    _check_action(request, action)
+    if "params_patch" in data and not isinstance(data["params_patch"], dict):  # null is not "left out"
+        raise ApiError(422, 'must be a JSON object: {"set": {...}, "replace": {...}, "remove": [...]}',
+                       "params_patch")
+    _check_action(request, action, edits_params="params_patch" in data)
     given = data.get("filter", {})
     if (
         not isinstance(given, dict)
@@ -176,7 +197,7 @@ def bulk_start(request):
             count = preview_bulk_action(selection=selection).count
             if plan["canary"]:
                 check_canary_fits(plan["canary"], count)
-            return JsonResponse({"dry_run": True, "count": count})
+            return JsonResponse({"dry_run": True, "count": count, **_patch_preview(request, data, selection)})
         bulk, _ = start_bulk_action(
             selection=selection,
             actor=request.api_client.actor,
@@ -184,6 +205,7 @@ def bulk_start(request):
             reason=reason,
             rate_per_second=data.get("rate_per_second"),
             source="api",
+            params_patch=data.get("params_patch"),
             **plan,
         )
     except BulkRequestConflict as exc:

@@ -364,6 +364,11 @@ class BulkAction(models.Model):
     canary_phase = models.CharField(max_length=8, choices=CanaryPhase.choices, blank=True, default="")
     canary_deadline = models.DateTimeField(null=True, blank=True)
     canary_result = models.JSONField(null=True, blank=True)
+    # A replay with a params patch (deadletters.bulk.patch); the letters whose patched params their
+    # kind refused are not replayed: counted in `refused` (not in skipped), the first kept with their reasons.
+    params_patch = models.JSONField(null=True, blank=True)
+    refused = models.PositiveIntegerField(default=0)
+    refusals = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

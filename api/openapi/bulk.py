@@ -1,8 +1,10 @@
 """Bulk dead-letter actions in the OpenAPI document: start (or dry-run) one over a filter, now or
-at a time, a replay optionally with a canary; follow it, pause, resume, cancel it, change its rate."""
+at a time, a replay optionally with a canary and a params patch (bulk_patch.py); follow it, pause,
+resume, cancel it, change its rate."""
 
 from django.conf import settings
 
+from api.openapi.bulk_patch import patch_components
 from api.openapi.common import (
     FORBIDDEN,
     MALFORMED,
@@ -21,6 +23,7 @@ from deadletters.models import BulkActionKind, BulkActionStatus, CanaryPhase, De
 from reports.kinds import KINDS
 
 TAGS = ["Bulk actions"]
+REPLAY = BulkActionKind.REPLAY.value
 BULK_ID = {
     "name": "bulk_id",
     "in": "path",
@@ -177,8 +180,9 @@ def bulk_paths() -> dict:
                 ),
                 "422": error(
                     "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
-                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay) "
-                    "or `canary_success` (not from 0 to 1, or without `canary`)."
+                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay), "
+                    "`canary_success` (not from 0 to 1, or without `canary`) or `params_patch` (not as "
+                    "ParamsPatch states)."
                 ),
             },
         ),
@@ -237,29 +241,34 @@ def bulk_components() -> dict:
     return {
         "BulkStartRequest": {
             "description": "A bulk action; a replay may start with a canary (`canary`, and optionally "
-            "`canary_success`).",
+            "`canary_success`) and edit the params of what it replays (`params_patch`).",
             "oneOf": [
                 {
                     "type": "object",
-                    "title": "Without a canary",
+                    "title": "Archive, discard or restore",
                     "additionalProperties": False,
                     "required": ["action"],
                     "properties": {
-                        "action": {"type": "string", "enum": list(BulkActionKind.values)},
+                        "action": {"type": "string",
+                                   "enum": [a for a in BulkActionKind.values if a != REPLAY]},
                         **_start_properties(),
                     },
                 },
-                {
-                    "type": "object",
-                    "title": "A replay with a canary",
-                    "additionalProperties": False,
-                    "required": ["action", "canary"],
-                    "properties": {
-                        "action": {"type": "string", "const": BulkActionKind.REPLAY.value},
-                        **_start_properties(),
-                        **_canary_properties(),
-                    },
-                },
+                *(
+                    {
+                        "type": "object",
+                        "title": title,
+                        "additionalProperties": False,
+                        "required": ["action", *(["canary"] if canary else [])],
+                        "properties": {
+                            "action": {"type": "string", "const": REPLAY},
+                            **_start_properties(),
+                            **(_canary_properties() if canary else {}),
+                            "params_patch": {"$ref": "#/components/schemas/ParamsPatch"},
+                        },
+                    }
+                    for title, canary in (("A replay", False), ("A replay with a canary", True))
+                ),
             ],
         },
         "BulkDryRun": {
@@ -269,8 +278,10 @@ def bulk_components() -> dict:
             "properties": {
                 "dry_run": {"type": "boolean", "const": True},
                 "count": {"type": "integer", "minimum": 0},
+                "params_patch": {"$ref": "#/components/schemas/BulkPatchPreview"},
             },
         },
+        **patch_components(),
         "BulkStatus": {
             "type": "object",
             "additionalProperties": False,
@@ -325,6 +336,10 @@ def bulk_components() -> dict:
                     "(`outcome` still counts them all).",
                 },
                 "canary": {"anyOf": [{"$ref": "#/components/schemas/BulkCanary"}, {"type": "null"}]},
+                "params_patch": {"anyOf": [{"$ref": "#/components/schemas/ParamsPatch"}, {"type": "null"}]},
+                "refused": {"type": "integer", "minimum": 0,
+                            "description": "Letters not replayed: the params patch made them invalid."},
+                "refusals": {"$ref": "#/components/schemas/BulkPatchRefusals"},
             },
         },
         "BulkCanary": {

@@ -16,11 +16,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from console import labels
-from console.access import BULK_VIEW_PERMISSION, console_view
+from console.access import BULK_VIEW_PERMISSION, REPLAY_EDIT_PERMISSION, console_view
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict, bulk_request_refusal
-from console.views.bulk_plans import field_message, plan_from_form, zone_context
-from console.views.common import actor, filter_values, render_conflict
+from console.views.bulk_plans import field_message, patch_context, plan_from_form, zone_context
+from console.views.common import actor, filter_values, pretty_json, render_conflict
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
@@ -63,8 +63,10 @@ def _bulk_request(request):
         data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER,
                 "filter_qs": filters.urlencode()}
     action = data.get("action", "")
-    if action in BulkActionKind.values and not request.user.has_perm(permission_for(action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
+    if action in BulkActionKind.values:
+        _require_permission(request, action)
+    if request.POST.get("params_patch", "").strip() and not request.user.has_perm(REPLAY_EDIT_PERMISSION):
+        raise PermissionDenied(_("You may not replay dead letters with edited params."))
     filter_qs = data.get("filter_qs", "")
     selection = build_selection(
         action=action,
@@ -74,6 +76,11 @@ def _bulk_request(request):
         max_id=data.get("max_id"),
     )
     return selection, filter_qs
+
+
+def _require_permission(request, action: str) -> None:
+    if not request.user.has_perm(permission_for(action)):
+        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(action)})
 
 
 def _scope_wording(selection) -> dict:
@@ -101,8 +108,10 @@ def _or(words: list[str]) -> str:
     return _("%(some)s or %(last)s") % {"some": _(", ").join(words[:-1]), "last": words[-1]}
 
 
-def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
+def _render_preview(request, selection, filter_qs, *, errors=None):
     preview = preview_bulk_action(selection=selection)
+    errors = errors or {}
+    patch = patch_context(request, selection, errors)
     return render(
         request,
         "console/bulk_preview.html",
@@ -122,12 +131,13 @@ def _render_preview(request, selection, filter_qs, *, errors=None, status=200):
             "canary_wait_minutes": max(1, round(settings.BULK_CANARY_WAIT_SECONDS / 60)),
             "start_at": request.POST.get("start_at", "")[:32],
             **zone_context(),
-            "errors": errors or {},
+            **patch,
+            "errors": errors,
             "is_selection": selection.scope == SCOPE_SELECTED,
             "scope": _scope_wording(selection),
             "not_eligible": len(selection.ids) - preview.count if selection.scope == SCOPE_SELECTED else 0,
         },
-        status=status,
+        status=400 if errors else 200,
     )
 
 
@@ -172,7 +182,7 @@ def bulk_start(request):
     plan, plan_errors = plan_from_form(request.POST, selection.action)
     errors.update(plan_errors)
     if errors:
-        return _render_preview(request, selection, filter_qs, errors=errors, status=400)
+        return _render_preview(request, selection, filter_qs, errors=errors)
     try:
         bulk, created = start_bulk_action(
             selection=selection,
@@ -182,14 +192,14 @@ def bulk_start(request):
             rate_per_second=rate,
             pause_threshold=threshold,
             request_token=request.POST.get("request_token"),
+            params_patch=request.POST.get("params_patch", "").strip(),
             **plan,
         )
     except ReasonRequired:
         errors = {"reason": _("a reason is required: say why")}
-        return _render_preview(request, selection, filter_qs, errors=errors, status=400)
-    except InvalidBulkRequest as exc:  # a canary larger than the selection, a time that has passed
-        return _render_preview(request, selection, filter_qs, errors={exc.field: field_message(exc)},
-                               status=400)
+        return _render_preview(request, selection, filter_qs, errors=errors)
+    except InvalidBulkRequest as exc:  # a canary larger than the selection, a time gone by, a bad patch
+        return _render_preview(request, selection, filter_qs, errors={exc.field: field_message(exc)})
     if created and bulk.status == BulkActionStatus.SCHEDULED:
         messages.success(
             request,
@@ -270,6 +280,7 @@ def _bulk_context(bulk: BulkAction) -> dict:
         "outcome_by_cause_limited": by_cause_limited,
         "canary": canary_view(bulk),
         "zone_offset": zone_context()["zone_offset"],
+        "patch_json": pretty_json(bulk.params_patch) if bulk.params_patch else "",
     }
 
 
@@ -304,8 +315,7 @@ _DONE = {
 
 def _bulk_operator_action(request, public_id, service, done: str, verb: str):
     bulk = get_object_or_404(BulkAction, public_id=public_id)
-    if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
+    _require_permission(request, bulk.action)
     try:
         service(bulk_id=bulk.pk, actor=actor(request), ip_address=client_ip(request))
     except BulkStateConflict as exc:
@@ -344,8 +354,7 @@ def bulk_cancel(request, public_id):
 def bulk_rate(request, public_id):
     """Change a pending, running or paused bulk's rate (audited); the runner follows within a second."""
     bulk = get_object_or_404(BulkAction, public_id=public_id)
-    if not request.user.has_perm(permission_for(bulk.action)):
-        raise PermissionDenied(_("You may not %(verb)s dead letters.") % {"verb": labels.verb(bulk.action)})
+    _require_permission(request, bulk.action)
     detail_url = reverse("console:bulk-detail", args=[bulk.public_id])
     try:
         bulk = change_bulk_rate(

@@ -1,6 +1,6 @@
 """What the console's forms add to a replay: a start time (the bulk confirm form, and "Replay
-later..." of one dead letter) and a canary (the bulk confirm form). The work is
-deadletters.bulk.plans (checks), schedule (a run at a time) and canary (the verdict).
+later..." of one dead letter), a canary and a params patch (the bulk confirm form). The work is
+deadletters.bulk.plans (checks), schedule (a run at a time), canary (the verdict) and patch.
 
 A `datetime-local` field sends a wall-clock time without a zone: it is read in the zone the
 console shows every time in (TIME_ZONE), which the form names next to the field."""
@@ -16,11 +16,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from console.access import REPLAY_PERMISSION, console_view
+from console.access import REPLAY_EDIT_PERMISSION, REPLAY_PERMISSION, console_view
 from console.forms import ReasonForm
 from console.refusals import replay_refusal
-from console.views.common import actor, render_conflict
+from console.views.common import actor, render_conflict, sees_params, to_json
 from deadletters.audit import ReasonRequired, client_ip
+from deadletters.bulk.patch import TYPED_MAX, parse_params_patch, preview_params_patch
 from deadletters.bulk.plans import check_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.schedule import schedule_letter_replay
 from deadletters.bulk.selection import InvalidBulkRequest
@@ -77,6 +78,29 @@ def plan_from_form(post, action: str) -> tuple[dict, dict]:
         except InvalidBulkRequest as exc:
             errors[exc.field] = field_message(exc)
     return plan, errors
+
+
+def patch_context(request, selection, errors: dict) -> dict:
+    """The patch field of a replay's confirm form: what was typed and, once checked (or refused at
+    start), its dry run: the letters it changes, a sample of before/after, the letters it would make
+    invalid with their first reasons. A malformed patch is an error beside the field."""
+    text = request.POST.get("params_patch", "").strip()
+    context = {"params_patch": text[:TYPED_MAX], "patch_preview": None, "patch_rows": [],
+               "can_edit_params": request.user.has_perm(REPLAY_EDIT_PERMISSION)}
+    if not text or "params_patch" in errors:
+        return context
+    try:
+        patch = parse_params_patch(text, action=selection.action)
+    except InvalidBulkRequest as exc:
+        errors["params_patch"] = field_message(exc)
+        return context
+    preview = context["patch_preview"] = preview_params_patch(selection, patch, can_see=sees_params(request))
+    context["patch_rows"] = [
+        (row["dead_letter"], key, *(to_json(row[side][key]) if key in row[side] else None
+                                    for side in ("before", "after")))
+        for row in preview.sample for key in sorted({*row["before"], *row["after"]})
+    ]
+    return context
 
 
 def field_message(exc: InvalidBulkRequest) -> str:

@@ -68,6 +68,11 @@ def sees_params(request) -> bool:
     return request.user.has_perm(VIEW_PARAMS_PERMISSION)
 
 
+def to_json(value) -> str:
+    """A value on one line, as JSON writes it (a string keeps its quotes)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
 def actor(request) -> str:
     return request.user.get_username()
 

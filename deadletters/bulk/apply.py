@@ -8,9 +8,12 @@ all or nothing. Per batch:
   RETURNING puts the tasks that are still dead back to pending (reports.services.requeue_dead_tasks,
   rows locked in id order); one UPDATE marks those tasks' replayable letters replayed by the bulk's
   actor; one INSERT writes an audit entry per replayed task (from three arrays on PostgreSQL); one
-  pipelined enqueue per queue runs after commit. As replay_dead_letter does one letter at a time, a
-  task is replayed once however many of its letters the batch holds (the lowest id acts, the others
-  are skipped), and every replayable letter of a replayed task is marked, in the selection or not.
+  pipelined enqueue per queue runs after commit. A run with a params patch first patches and
+  validates each task's params (deadletters.bulk.patch): the refused are counted apart with their
+  reasons, the others get their new params in one more UPDATE. As replay_dead_letter does one
+  letter at a time, a task is replayed once however many of its letters the batch holds (the lowest
+  id acts, the others are skipped), and every replayable letter of a replayed task is marked, in the
+  selection or not.
 - archive, discard, restore: one locking SELECT of the letters still in a from-state (id order),
   one UPDATE of exactly those, one bulk INSERT of their audit entries.
 
@@ -27,9 +30,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from deadletters.audit import REASON_MAX
+from deadletters.bulk.patch import patch_batch
 from deadletters.models import AuditEntry, BulkAction, DeadLetter, DeadLetterStatus
 from deadletters.services.letters import REPLAYABLE_STATUSES
 from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
+from reports.models import ReportTask, TaskStatus
 from reports.services import requeue_dead_tasks
 
 
@@ -37,6 +42,7 @@ from reports.services import requeue_dead_tasks
 class BatchOutcome:
     succeeded: int
     skipped: int
+    refused: tuple[dict, ...] = ()  # neither: a params patch made them invalid ({"dead_letter", "reasons"})
 
 
 def apply_to_batch(bulk: BulkAction, ids: list[int]) -> BatchOutcome:
@@ -46,11 +52,13 @@ def apply_to_batch(bulk: BulkAction, ids: list[int]) -> BatchOutcome:
     if not ids:
         return BatchOutcome(0, 0)
     now = timezone.now()
+    refused: list[dict] = []
     if bulk.action == "replay":
-        succeeded = _replay(bulk, ids, now)
+        succeeded = _replay(bulk, ids, now, refused)
     else:
         succeeded = _transition(bulk, ids, now)
-    return BatchOutcome(succeeded=succeeded, skipped=len(ids) - succeeded)
+    skipped = len(ids) - succeeded - len(refused)
+    return BatchOutcome(succeeded=succeeded, skipped=skipped, refused=tuple(refused))
 
 
 def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict]], now) -> None:
@@ -105,7 +113,7 @@ def _insert_audit(bulk: BulkAction, action: str, rows: list[tuple[int, int, dict
         )
 
 
-def _replay(bulk: BulkAction, ids: list[int], now) -> int:
+def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
     acting: dict[int, int] = {}  # task id -> the lowest letter id of the batch naming it
     for letter_id, task_id in (
         DeadLetter.objects.filter(pk__in=ids, status__in=REPLAYABLE_STATUSES)
@@ -113,10 +121,17 @@ def _replay(bulk: BulkAction, ids: list[int], now) -> int:
         .values_list("pk", "task_id")
     ):
         acting.setdefault(task_id, letter_id)
+    edits: dict[int, tuple[dict, dict]] = {}  # task id -> its new params and their diff
+    if bulk.params_patch:
+        acting, edits, refusals = patch_batch(bulk.params_patch, acting)
+        refused += refusals
     requeued = requeue_dead_tasks(acting, now=now)
     if not requeued:
         return 0
     replayed_tasks = [row.task_id for row in requeued]
+    edits = {pk: edits[pk] for pk in replayed_tasks if pk in edits}
+    if edits:  # the tasks are ours (pending, locked): their new params, one prepared UPDATE
+        _set_params(edits)
     # These tasks are ours now (pending, rows locked): their replayable letters cannot change
     # under us, so reading them and then updating them is one consistent step.
     letters = list(
@@ -131,17 +146,28 @@ def _replay(bulk: BulkAction, ids: list[int], now) -> int:
     for pk, task_id, created_at in letters:
         if task_id not in newest or (created_at, pk) > newest[task_id]:
             newest[task_id] = (created_at, pk)
-    bulk_id = str(bulk.public_id)
-    _insert_audit(
-        bulk,
-        "replay",
-        [
-            (task_id, newest[task_id][1], {"dead_letter": acting[task_id], "bulk": bulk_id})
-            for task_id in replayed_tasks
-        ],
-        now,
-    )
+    details = {pk: {"dead_letter": acting[pk], "bulk": str(bulk.public_id)} for pk in replayed_tasks}
+    for task_id, (_after, diff) in edits.items():
+        details[task_id]["params_diff"] = diff  # what an edited single-letter replay records
+    _insert_audit(bulk, "replay", [(pk, newest[pk][1], details[pk]) for pk in replayed_tasks], now)
     return len(replayed_tasks)
+
+
+def _set_params(edits: dict[int, tuple[dict, dict]]) -> None:
+    """Each task's own new params: one statement from two arrays on PostgreSQL, one prepared UPDATE
+    run for each task elsewhere."""
+    table = connection.ops.quote_name(ReportTask._meta.db_table)
+    rows = [(pk, json.dumps(after)) for pk, (after, _diff) in edits.items()]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"UPDATE {table} SET params = u.params::jsonb FROM unnest(%s::bigint[], %s::text[]) "
+                f"AS u(id, params) WHERE {table}.id = u.id AND {table}.status = %s",
+                [[pk for pk, _ in rows], [params for _, params in rows], TaskStatus.PENDING],
+            )
+        else:
+            cursor.executemany(f"UPDATE {table} SET params = %s WHERE id = %s AND status = %s",
+                               [(params, pk, TaskStatus.PENDING) for pk, params in rows])
 
 
 _TRANSITIONS = {

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from deadletters.audit import REASON_MAX, record_audit, require_reason
+from deadletters.bulk.patch import parse_params_patch
 from deadletters.bulk.pause_reasons import paused_by
 from deadletters.bulk.plans import check_canary_fits, check_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import SCOPE_SELECTED, InvalidBulkRequest, Selection
@@ -97,12 +98,14 @@ def start_bulk_action(
     canary_success: object = None,
     start_at: datetime | None = None,
     source: str = "console",
+    params_patch: object = None,
 ) -> tuple[BulkAction, bool]:
     """Create the BulkAction (pending, or scheduled when `start_at` is given), audit it once with its
     item count, and enqueue its job on commit (a scheduled one's when it is due: schedule.py).
 
     `canary` k > 0 makes a replay stop after its first k replays until their outcome decides
     (canary.py): at least `canary_success` of them done, and it carries on by itself.
+    `params_patch` (a replay's; deadletters.bulk.patch) edits the params of every task it replays.
     `request_token` (a UUID the preview form carries) becomes the bulk's public_id, so a form sent
     twice starts one bulk: the second call returns the first bulk and created=False.
     """
@@ -114,6 +117,7 @@ def start_bulk_action(
         "canary": validate_canary(canary, action=selection.action),
         "canary_success": validate_canary_success(canary_success),
         "start_at": check_start_at(start_at) if start_at is not None else None,
+        "patch": parse_params_patch(params_patch, action=selection.action),
     }
     public_id = _token_uuid(request_token)
     existing = BulkAction.objects.filter(public_id=public_id).first()
@@ -160,6 +164,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
             canary_size=plan["canary"],
             canary_success=plan["canary_success"] if plan["canary"] else 0,
             canary_phase=CanaryPhase.PENDING if plan["canary"] else CanaryPhase.NONE,
+            params_patch=plan["patch"],
         )
         record_audit(
             action=f"bulk_{selection.action}",
@@ -182,6 +187,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
                     if plan["canary"]
                     else {}
                 ),
+                **({"params_patch": plan["patch"]} if plan["patch"] else {}),
             },
         )
         if not plan["start_at"]:

@@ -28,6 +28,7 @@ from deadletters.alerts.resolved import announce_bulk, announce_bulk_finished
 from deadletters.bulk.apply import apply_to_batch
 from deadletters.bulk.canary import begin_canary_wait
 from deadletters.bulk.control import enqueue_bulk_job
+from deadletters.bulk.patch import REFUSALS_KEPT
 from deadletters.bulk.selection import SCOPE_SELECTED, Selection, selection_of
 from deadletters.bulk.throttle import Throttle, batch_size_for
 from deadletters.bulk.watch import pause_if_replays_die_again
@@ -53,6 +54,10 @@ class _CursorMoved(Exception):
 def _run_batch(bulk: BulkAction, ids: list[int]) -> tuple[int, int]:
     with transaction.atomic():
         outcome = apply_to_batch(bulk, ids)
+        # The cursor's compare-and-set below makes this batch the only writer since `bulk` was read.
+        refused = list(outcome.refused)
+        refusals = {"refused": F("refused") + len(refused),
+                    "refusals": (bulk.refusals + refused)[:REFUSALS_KEPT]} if refused else {}
         moved = BulkAction.objects.filter(
             pk=bulk.pk, status=BulkActionStatus.RUNNING, last_processed_id=bulk.last_processed_id
         ).update(
@@ -61,6 +66,7 @@ def _run_batch(bulk: BulkAction, ids: list[int]) -> tuple[int, int]:
             succeeded=F("succeeded") + outcome.succeeded,
             skipped=F("skipped") + outcome.skipped,
             updated_at=timezone.now(),
+            **refusals,
         )
         if not moved:
             raise _CursorMoved()  # rolls the batch back, its enqueue with it

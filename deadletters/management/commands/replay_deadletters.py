@@ -1,3 +1,4 @@
+import json
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -7,7 +8,8 @@ from django.utils.translation import ngettext
 
 from deadletters.audit import ReasonRequired
 from deadletters.bulk.canary import canary_view
-from deadletters.bulk.control import start_bulk_action
+from deadletters.bulk.control import FINISHED_STATUSES, start_bulk_action
+from deadletters.bulk.patch import parse_params_patch, preview_params_patch
 from deadletters.bulk.pause_reasons import pause_reason_words
 from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
 from deadletters.bulk.selection import (
@@ -24,13 +26,7 @@ from deadletters.services.replay import replay_dead_letter
 from reports.services import TaskNotReplayable
 from reports.wording import status_word
 
-ENDED = (
-    BulkActionStatus.COMPLETED,
-    BulkActionStatus.CANCELLED,
-    BulkActionStatus.FAILED,
-    BulkActionStatus.PAUSED,
-    BulkActionStatus.CANARY_FAILED,
-)
+ENDED = (*FINISHED_STATUSES, BulkActionStatus.PAUSED)
 FOLLOW_EVERY_SECONDS = 2
 
 
@@ -40,8 +36,9 @@ class Command(BaseCommand):
         "list filter) as a bulk replay the workers run at --rate per second, which this command "
         "follows until it ends (--no-wait: start it and return). --canary K replays K letters first "
         "and carries on only when --canary-success of them end done (exit 1 when the canary fails); "
-        "--at schedules the replay instead (ISO 8601 with its offset) and returns. --dry-run only "
-        "counts. Exits 1 when something was not replayed."
+        "--at schedules the replay instead (ISO 8601 with its offset) and returns. --patch edits the "
+        "params of every letter first (set, replace, remove; see docs/runbook.md). --dry-run only "
+        "counts (and checks the patch). Exits 1 when something was not replayed."
     )
 
     def add_arguments(self, parser):
@@ -73,24 +70,32 @@ class Command(BaseCommand):
             "cancellable until then",
         )
         parser.add_argument(
+            "--patch",
+            default=None,
+            metavar="JSON",
+            help='edit every letter\'s params: {"set": {...}, "replace": {"key": {"from": "a", "to": "b"}}, '
+            '"remove": [...]}; letters it makes invalid are not replayed',
+        )
+        parser.add_argument(
             "--dry-run", action="store_true", help="count what would be replayed; change nothing"
         )
         parser.add_argument("--no-wait", action="store_true", help="start a filtered replay and return")
         add_filter_options(parser)
 
-    def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, dry_run, no_wait, verbosity,
-               **options):
+    def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, patch, dry_run, no_wait,
+               verbosity, **options):
         try:
             plan = {
                 "canary": validate_canary(canary, action="replay") or None,
                 "canary_success": validate_canary_success(canary_success),
                 "start_at": parse_start_at(at),
+                "params_patch": parse_params_patch(patch),
             }
         except InvalidBulkRequest as exc:
             raise CommandError(_option_message(exc)) from None
         if canary_success is not None and not plan["canary"]:
             raise CommandError(_("--canary-success goes with --canary K"))
-        planned = bool(plan["canary"] or plan["start_at"])
+        planned = bool(plan["canary"] or plan["start_at"] or plan["params_patch"])
         if ids and not planned:
             return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
         try:
@@ -108,6 +113,8 @@ class Command(BaseCommand):
                 ngettext("%(n)d dead letter would be replayed", "%(n)d dead letters would be replayed", count)
                 % {"n": count}
             )
+            if plan["params_patch"]:
+                self._preview_patch(selection, plan["params_patch"])
             return
         try:
             bulk, _created = start_bulk_action(
@@ -164,6 +171,18 @@ class Command(BaseCommand):
                 _("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
         return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
 
+    def _preview_patch(self, selection, patch) -> None:
+        preview = preview_params_patch(selection, patch, can_see=True)
+        self.stdout.write(
+            _("the patch changes the params of %(changed)d of the %(checked)d tasks checked; %(invalid)d "
+              "would be refused") % {"changed": preview.changed, "checked": preview.checked,
+                                     "invalid": preview.invalid})
+        for row in preview.sample:
+            self.stdout.write(f"  #{row['dead_letter']}: {json.dumps(row['before'], ensure_ascii=False)} -> "
+                              f"{json.dumps(row['after'], ensure_ascii=False)}")
+        for refusal in preview.refusals:
+            self.stdout.write("  " + _refusal_line(refusal))
+
     def _replay_ids(self, ids, *, reason, actor, dry_run) -> None:
         failed = 0
         for letter_id in ids:
@@ -200,6 +219,11 @@ class Command(BaseCommand):
             if bulk.status in ENDED:
                 break
             time.sleep(FOLLOW_EVERY_SECONDS)
+        if bulk.status == BulkActionStatus.COMPLETED and bulk.refused:
+            raise CommandError(
+                ngettext("%(n)d dead letter not replayed: the patch made its params invalid (%(first)s)",
+                         "%(n)d dead letters not replayed: the patch made their params invalid (%(first)s)",
+                         bulk.refused) % {"n": bulk.refused, "first": _refusal_line(bulk.refusals[0])})
         if bulk.status != BulkActionStatus.COMPLETED:
             why = (
                 (bulk.canary_result or {}).get("reason")
@@ -240,6 +264,11 @@ def _progress_line(bulk: BulkAction) -> str:
     return line
 
 
+def _refusal_line(refusal: dict) -> str:
+    reasons = "; ".join(f"{name}: {message}" for name, message in refusal["reasons"])
+    return _("#%(id)s refused: %(reasons)s") % {"id": refusal["dead_letter"], "reasons": reasons}
+
+
 def _seconds_until(moment) -> str:
     seconds = max(0, int((moment - timezone.now()).total_seconds()))
     hours, rest = divmod(seconds, 3600)
@@ -247,5 +276,6 @@ def _seconds_until(moment) -> str:
 
 
 def _option_message(exc: InvalidBulkRequest) -> str:
-    option = {"start_at": "--at", "canary": "--canary", "canary_success": "--canary-success"}.get(exc.field)
+    option = {"start_at": "--at", "canary": "--canary", "canary_success": "--canary-success",
+              "params_patch": "--patch"}.get(exc.field)
     return f"{option} {exc.message}" if option else str(exc)
