@@ -2,6 +2,7 @@
 the run that keeps the patch, a patch that is not an object, and the edit permission a session needs."""
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from deadletters.models import BulkAction
 from tests.api.test_bulk import post, session
@@ -29,8 +30,12 @@ def test_a_session_without_the_edit_permission_cannot_patch_even_in_a_dry_run(dj
 
 def test_the_dry_run_shows_the_patchs_sample_and_invalid_count_and_the_run_keeps_it(django_user_model):
     valid, invalid = sales_letters(12, invalid=2)
-    client = session(django_user_model, *REPLAY, "deadletters.replay_edited_deadletter")
     body = {"action": "replay", "filter": FILTER, "reason": "moved", "params_patch": PATCH}
+    client = session(django_user_model, *REPLAY, "deadletters.replay_edited_deadletter")
+    sample = post(client, "/report/bulk/start", {**body, "dry_run": True}).json()["params_patch"]["sample"]
+    assert set(sample[0]["after"].values()) == {"•••"}  # without deadletters.view_params
+    django_user_model.objects.get(username="replayer").user_permissions.add(
+        Permission.objects.get(content_type__app_label="deadletters", codename="view_params"))
 
     dry = post(client, "/report/bulk/start", {**body, "dry_run": True}).json()
     assert dry["count"] == 12
