@@ -9,9 +9,9 @@ turning its tasks into dead letters.
 
 `absorbs_failure` runs in the transaction of an attempt's failure: an upstream failure
 (FailureInfo.origin, reports/errors.py) of a kind whose breaker is not closed, or that opens it,
-costs the task no attempt (the engine retries it as soon as the kind runs again). The housekeeper's duty
-`tend_breakers` probes open breakers (one housekeeper a probe: the claim of `probed_at`), each
-probe in a thread given breaker_probe_timeout, and lets the canary through. Every change is a
+costs the task no attempt (the engine retries it as soon as the kind runs again). The
+housekeeper's duty `tend_breakers` probes open breakers (one housekeeper a probe: the claim of
+`probed_at`), each in a thread given breaker_probe_timeout, and lets the canary through. Every change is a
 conditional UPDATE of the KindBreaker row; its winner pauses or resumes the kind
 (reports.services.pausing, paused_by BREAKER), sets or lifts the canary cap
 (concurrency.override) and announces it (signals.breaker_changed: the audit entry, the card)."""

@@ -4,6 +4,9 @@ opens once (the kind paused, one card), the housekeeper's duty probes it, lets a
 under a cap of 2, closes it once (one card), and every task is done, high priority first."""
 
 import pytest
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext
 
 from deadletters.alerts.sender import send_due_alerts
 from deadletters.models import AuditEntry, DeadLetter
@@ -73,8 +76,10 @@ def test_an_outage_pauses_the_kind_and_kills_nothing(upstream_kind, start_worker
         "action", "source"))
     assert actions == [("breaker_opened", "system"), ("breaker_closed", "system")]
     wait_until(lambda: send_due_alerts() is not None and len(robot.accepted) >= 2, message="the two cards")
-    titles = [received.card.get("title", "") for received in robot.accepted]
-    assert [title.split(":")[0] for title in titles] == ["Circuit breaker opened", "Circuit breaker closed"]
+    with translation.override(settings.ALERT_LANGUAGE):
+        said = [gettext(f"Circuit breaker {change}: %(kind)s") % {"kind": "http_export"}
+                for change in ("opened", "closed")]
+    assert [received.card.get("title", "") for received in robot.accepted] == said
 
     breaker = KindBreaker.objects.get(kind="http_export")
     after = TaskAttempt.objects.filter(task_id__in=ids, started_at__gte=breaker.half_open_at,
