@@ -25,6 +25,7 @@ from deadletters.bulk.control import (
 )
 from deadletters.bulk.patch import parse_params_patch, preview_params_patch
 from deadletters.bulk.plans import check_canary_fits, parse_start_at, validate_canary, validate_canary_success
+from deadletters.bulk.schedule import start_after_breaker
 from deadletters.bulk.selection import (
     SCOPE_FILTER,
     BulkRequestConflict,
@@ -42,6 +43,7 @@ BULK_PERMISSION = "deadletters.view_bulkaction"  # and the action's own: _check_
 START_FIELDS = {
     "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at",
     "params_patch",
+    "after_breaker_of",
 }
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # a params patch needs it too
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
@@ -62,6 +64,7 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         "error": bulk.error or None,
         "created_at": iso(bulk.created_at),
         "start_at": iso(bulk.start_at),
+        "after_breaker_of": bulk.after_breaker_of or None,
         "started_at": iso(bulk.started_at),
         "finished_at": iso(bulk.finished_at),
         "outcome": None,
@@ -198,7 +201,9 @@ def bulk_start(request):
             if plan["canary"]:
                 check_canary_fits(plan["canary"], count)
             return JsonResponse({"dry_run": True, "count": count, **_patch_preview(request, data, selection)})
-        bulk, _ = start_bulk_action(
+        waits = {"kind": data["after_breaker_of"]} if "after_breaker_of" in data else {}
+        bulk, _ = (start_after_breaker if waits else start_bulk_action)(
+            **waits,
             selection=selection,
             actor=request.api_client.actor,
             ip_address=client_ip(request),

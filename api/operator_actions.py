@@ -1,7 +1,7 @@
 """The console's operator actions in the API: archive, discard, restore and replay (plainly or with
-edited params) of one dead letter, and pausing or resuming a report kind. Token scope `operator`;
-a console session needs the console's permission for the same action. Each is the service the
-console calls, audited with source "api"."""
+edited params) of one dead letter, pausing or resuming a report kind, and its circuit breaker. Token
+scope `operator`; a console session needs the console's permission for the same action. Each is the
+service the console calls, audited with source "api"."""
 
 import re
 
@@ -17,7 +17,7 @@ from deadletters.bulk.plans import parse_start_at
 from deadletters.bulk.schedule import schedule_letter_replay
 from deadletters.bulk.selection import BulkRequestConflict, InvalidBulkRequest
 from deadletters.models import permission_for
-from deadletters.services.kind_pauses import pause_kind, resume_kind
+from deadletters.services.kind_pauses import pause_kind, resume_kind, set_breaker
 from deadletters.services.letters import DeadLetterNotFound
 from deadletters.services.replay import replay_dead_letter
 from deadletters.services.transitions import DeadLetterConflict, change_dead_letter
@@ -25,6 +25,7 @@ from reports.errors import InvalidParams
 from reports.kinds import KINDS
 from reports.models import ApiScope
 from reports.services import TaskNotReplayable
+from reports.services.breakers import ACTIONS, BOUNDS
 from reports.services.pausing import KindNotPaused
 
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
@@ -167,3 +168,27 @@ def kind_resume(request, kind: str):
     except KindNotPaused:
         raise ApiError(409, f"{kind} is not paused") from None
     return JsonResponse({"ok": True, "kind": kind, "paused": False, "waiting": waiting})
+
+
+@api_endpoint(methods=("POST",), scope=ApiScope.OPERATOR, permission=KIND_PERMISSION)
+def kind_breaker(request, kind: str):
+    """Open, hold or close the kind's circuit breaker and/or change its thresholds."""
+    reason, data = _reason(request, allowed={"reason", "action", *BOUNDS})
+    if kind not in KINDS:
+        raise ApiError(404, "no such report kind")
+    thresholds = {name: data[name] for name in BOUNDS if name in data}
+    for name, value in thresholds.items():
+        if isinstance(value, float) and value.is_integer():
+            thresholds[name] = value = int(value)  # JSON Schema's integer: 60.0 is 60
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ApiError(422, "must be a whole number", name)
+    if ("action" in data or not thresholds) and data.get("action") not in ACTIONS:
+        raise ApiError(422, f"must be one of {', '.join(ACTIONS)} (or leave it out and give a threshold)",
+                       "action")
+    try:
+        row, changed = set_breaker(kind=kind, action=data.get("action"), thresholds=thresholds, reason=reason,
+                                   **_who(request))
+    except InvalidParams as exc:  # `kind`: no upstream on this site, so no breaker to act on
+        raise ApiError(409 if exc.field == "kind" else 422, exc.message, exc.field) from None
+    return JsonResponse({"ok": True, "kind": kind, "state": row.state, "changed": changed,
+                         **{name: getattr(row, name) for name in BOUNDS}})

@@ -32,6 +32,7 @@ urlpatterns = [
          name="dead-letter-replay"),
     path("kind/<str:kind>/pause", operator_actions.kind_pause, name="kind-pause"),
     path("kind/<str:kind>/resume", operator_actions.kind_resume, name="kind-resume"),
+    path("kind/<str:kind>/breaker", operator_actions.kind_breaker, name="kind-breaker"),
     path("bulk/start", bulk.bulk_start, name="bulk-start"),
     path("bulk/<str:bulk_id>/status", bulk.bulk_status, name="bulk-status"),
     path("bulk/<str:bulk_id>/pause", bulk.bulk_pause, name="bulk-pause"),

@@ -65,6 +65,11 @@ COMMON = {
     "replay_later": pgettext_lazy("action", "replay later"),
     "pause_kind": pgettext_lazy("action", "pause kind"),
     "resume_kind": pgettext_lazy("action", "resume kind"),
+    "breaker_opened": pgettext_lazy("action", "breaker opened"),
+    "breaker_reopened": pgettext_lazy("action", "breaker opened again"),
+    "breaker_held": pgettext_lazy("action", "breaker held open"),
+    "breaker_closed": pgettext_lazy("action", "breaker closed"),
+    "breaker_thresholds": pgettext_lazy("action", "breaker thresholds changed"),
     "bulk_replay": pgettext_lazy("action", "bulk replay"),
     "bulk_archive": pgettext_lazy("action", "bulk archive"),
     "bulk_discard": pgettext_lazy("action", "bulk discard"),
@@ -88,6 +93,12 @@ COMMON = {
 # Values that mean something else in one place.
 BY_CONTEXT = {
     "batch": {"open": pgettext_lazy("batch status", "open")},
+    "breaker": {
+        "closed": pgettext_lazy("breaker state", "closed: running"),
+        "open": pgettext_lazy("breaker state", "open: paused, probing"),
+        "half_open": pgettext_lazy("breaker state", "half open: canary running"),
+        "held": pgettext_lazy("breaker state", "held open"),
+    },
 }
 
 # Verbs inside sentences ("This will replay 12 dead letters").

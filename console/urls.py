@@ -78,4 +78,5 @@ urlpatterns = [
     re_path(r"^causes/(?P<fingerprint>[0-9a-f]{40})/fixed/$", causes.cause_fixed, name="cause-fixed"),
     path("kinds/<str:kind>/pause/", kinds.kind_pause, name="kind-pause"),
     path("kinds/<str:kind>/resume/", kinds.kind_resume, name="kind-resume"),
+    path("kinds/<str:kind>/breaker/", kinds.kind_breaker, name="kind-breaker"),
 ]

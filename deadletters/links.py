@@ -38,3 +38,7 @@ def bulk_url(bulk_public_id) -> str:
 def cause_replay_preview_url(fingerprint: str) -> str:
     """The bulk preview of replaying every open letter of one cause: a page to confirm on (GET)."""
     return f"{_base()}/console/bulk/preview/?action=replay&fingerprint={quote(fingerprint, safe='')}"
+
+
+def kind_url(kind: str) -> str:
+    return f"{_base()}/console/kinds/{quote(kind, safe='')}/"

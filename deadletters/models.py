@@ -358,6 +358,8 @@ class BulkAction(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # A scheduled run: the due time is here, not in any process, so every process can restart.
     start_at = models.DateTimeField(null=True, blank=True)
+    # A scheduled replay that starts once this kind's circuit breaker is closed (instead of start_at).
+    after_breaker_of = models.CharField(max_length=64, blank=True, default="")
     # A canary replay: the first canary_size replays, then their outcome decides (canary_result).
     canary_size = models.PositiveIntegerField(default=0)
     canary_success = models.FloatField(default=0)

@@ -78,7 +78,7 @@ def is_retriable(exc: BaseException) -> bool:
 # Whose failure an attempt's error is (FailureInfo.origin), decided here alone: a kind can neither
 # opt out nor claim it. Our own infrastructure's (STORAGE, DATABASE, REDIS) is not charged to the
 # task, which waits for it (reports/services/infra_waits.py). UPSTREAM (the kind's source) is charged
-# as the kind's own ("") is: the hook for a per-kind circuit breaker.
+# as the kind's own ("") is until the kind's circuit breaker opens (reports/services/breakers.py).
 STORAGE, DATABASE, REDIS, UPSTREAM = "storage", "database", "redis", "upstream"
 INFRASTRUCTURE = (STORAGE, DATABASE, REDIS)
 # A disk full, over quota, read-only or failing: the report storage, or the worker's scratch disk.

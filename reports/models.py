@@ -101,6 +101,35 @@ class PausedKind(models.Model):
         return f"{self.kind} paused"
 
 
+class BreakerState(models.TextChoices):
+    CLOSED = "closed"  # the kind runs; its upstream failures are counted
+    OPEN = "open"  # the kind is paused; the housekeeper probes its upstream
+    HALF_OPEN = "half_open"  # probes passed: a canary of its tasks runs before the rest
+    HELD = "held"  # an operator keeps it open: paused, not probed
+
+
+class KindBreaker(models.Model):
+    """A kind's circuit breaker (reports/services/breakers.py); each change one conditional UPDATE."""
+
+    kind = models.CharField(max_length=64, unique=True)
+    state = models.CharField(max_length=10, choices=BreakerState.choices, default=BreakerState.CLOSED)
+    # Thresholds: the kind's declaration when the row is born; an operator may change them.
+    failures_to_open = models.PositiveIntegerField()
+    window_seconds = models.PositiveIntegerField()
+    probes_to_close = models.PositiveIntegerField()
+    failures = models.PositiveIntegerField(default=0)  # upstream failures in the window so far
+    window_started_at = models.DateTimeField(null=True, blank=True)
+    passing_probes = models.PositiveIntegerField(default=0)
+    probed_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    half_open_at = models.DateTimeField(null=True, blank=True)
+    changed_by = models.CharField(max_length=150, blank=True)  # "": the breaker itself
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"breaker of {self.kind}: {self.state}"
+
+
 class ApiToken(models.Model):
     """A client's bearer token for the JSON API; only its SHA-256 is stored."""
 

@@ -486,7 +486,7 @@ def operators_group():
 
     migration = importlib.import_module("deadletters.migrations.0002_operators_group")
     edit = importlib.import_module("deadletters.migrations.0003_replay_edit_permission")
-    params = importlib.import_module("deadletters.migrations.0018_params_permission")
+    params = importlib.import_module("deadletters.migrations.0014_params_permission")
     group, _ = Group.objects.get_or_create(name="Operators")
     for app_label, codename in [*migration.OPERATOR_PERMISSIONS, edit.EDIT_PERMISSION, params.VIEW_PARAMS]:
         group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
@@ -568,3 +568,32 @@ def make_death(*, kind="probe", error_type="reports.errors.PermanentError", mess
     )
     assert record_attempt_failure(task_id=task.pk, attempt=1, failure=failure) == TaskStatus.DEAD
     return DeadLetter.objects.get(task=task)
+
+
+# --- A kind's upstream and its circuit breaker ---------------------------------------------------
+
+
+@pytest.fixture
+def upstream_kind(settings, monkeypatch):
+    """http_export with a default source (a tests.upstream_fake.FakeUpstream, returned) and its
+    circuit breaker scaled down by the kind's attributes: open after 3 upstream failures, probed at
+    every housekeeper pass, closed after 2 passing probes and a canary of 2. Worker processes read
+    the thresholds from the breaker's row, born here."""
+    import math
+
+    from reports.kinds.http_export import HttpExport
+    from reports.services import breakers, concurrency
+    from tests.upstream_fake import FakeUpstream
+
+    upstream = FakeUpstream().start()
+    settings.HTTP_EXPORT_URL = upstream.url
+    settings.HTTP_EXPORT_ALLOWED_HOSTS = [upstream.host_port]
+    scaled = dict(breaker_failures=3, breaker_probes=2, breaker_probe_every=0.0, breaker_probe_timeout=1.0,
+                  breaker_canary=2)
+    for name, value in scaled.items():
+        monkeypatch.setattr(HttpExport, name, value)
+    monkeypatch.setattr(concurrency, "_overrides", (-math.inf, {}))  # no override read in another test
+    breakers.breaker_of("http_export")
+    yield upstream
+    upstream.stop()
+    concurrency._overrides = (-math.inf, {})

@@ -72,7 +72,8 @@ def enqueue_jobs_many(func: str, items: Iterable[tuple]) -> int:
             )
         )
     count = 0
-    for queue, jobs in by_queue.items():
+    # The queues in the order workers take them (high first): a waking worker meets high priority.
+    for queue, jobs in sorted(by_queue.items(), key=lambda item: list(settings.RQ_QUEUES).index(item[0])):
         rq_queue = get_queue(queue)
         # No MULTI/EXEC: each job's commands stand alone, and a transaction adds nothing but time.
         with rq_queue.connection.pipeline(transaction=False) as pipe:

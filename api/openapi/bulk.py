@@ -175,14 +175,14 @@ def bulk_paths() -> dict:
                 "415": NOT_JSON,
                 "409": error(
                     "Well formed but refused for what is true now: `start_at` has passed or is more than "
-                    "BULK_SCHEDULE_MAX_DAYS ahead, or `canary` is more than the letters the filter matches "
-                    "(`field` names it)."
+                    "BULK_SCHEDULE_MAX_DAYS ahead, `canary` is more than the letters the filter matches, or "
+                    "`after_breaker_of` names a kind without a breaker on this site (`field` names it)."
                 ),
                 "422": error(
                     "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
                     "date and time with its offset), `canary` (not a whole number from 1, or not a replay), "
-                    "`canary_success` (not from 0 to 1, or without `canary`) or `params_patch` (not as "
-                    "ParamsPatch states)."
+                    "`canary_success` (not from 0 to 1, or without `canary`), `params_patch` (not as "
+                    "ParamsPatch states) or `after_breaker_of` (not a replay, or with `start_at`)."
                 ),
             },
         ),
@@ -241,7 +241,8 @@ def bulk_components() -> dict:
     return {
         "BulkStartRequest": {
             "description": "A bulk action; a replay may start with a canary (`canary`, and optionally "
-            "`canary_success`) and edit the params of what it replays (`params_patch`).",
+            "`canary_success`), or once a kind's circuit breaker is closed (`after_breaker_of`), and edit "
+            "the params of what it replays (`params_patch`).",
             "oneOf": [
                 {
                     "type": "object",
@@ -269,6 +270,23 @@ def bulk_components() -> dict:
                     }
                     for title, canary in (("A replay", False), ("A replay with a canary", True))
                 ),
+                {
+                    "type": "object",
+                    "title": "A replay after a kind's circuit breaker",
+                    "additionalProperties": False,
+                    "required": ["action", "after_breaker_of"],
+                    "properties": {
+                        "action": {"type": "string", "const": REPLAY},
+                        **{name: value for name, value in _start_properties().items() if name != "start_at"},
+                        "canary": _canary_properties()["canary"],
+                        "after_breaker_of": {
+                            "type": "string", "enum": sorted(KINDS),
+                            "description": "Wait, `scheduled`, until this kind's circuit breaker is closed "
+                            "(a kind without one here: 409).",
+                        },
+                        "params_patch": {"$ref": "#/components/schemas/ParamsPatch"},
+                    },
+                },
             ],
         },
         "BulkDryRun": {
@@ -302,6 +320,9 @@ def bulk_components() -> dict:
                     "type": ["string", "null"],
                     "format": "date-time",
                     "description": "When a scheduled run starts (null: it started at once).",
+                },
+                "after_breaker_of": {
+                    "type": ["string", "null"], "description": "The kind whose closed breaker it waits for.",
                 },
                 "started_at": {"type": ["string", "null"], "format": "date-time"},
                 "finished_at": {"type": ["string", "null"], "format": "date-time"},

@@ -1,5 +1,5 @@
 """The operator actions of the OpenAPI document: one dead letter's archive, discard, restore and
-replay (optionally with edited params), and pausing or resuming a report kind."""
+replay (optionally with edited params), pausing or resuming a report kind, and its breaker."""
 
 from api.openapi.bulk import start_at_schema
 from api.openapi.common import (
@@ -15,6 +15,8 @@ from api.openapi.common import (
 )
 from api.openapi.kinds import _params_ref
 from reports.kinds import KINDS
+from reports.models import BreakerState
+from reports.services.breakers import ACTIONS, BOUNDS
 
 TAGS = ["Operator actions"]
 LETTER_ID = {
@@ -189,4 +191,38 @@ def operator_paths() -> dict:
             conflict=conflict,
             invalid="Invalid `reason`.",
         )
+    paths["/report/kind/{kind}/breaker"] = _breaker_operation()
     return paths
+
+
+def _breaker_operation() -> dict:
+    whole = {"type": "integer"}
+    thresholds = {name: {**whole, "minimum": low, "maximum": high} for name, (low, high) in BOUNDS.items()}
+    body = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "action": {"type": "string", "enum": list(ACTIONS), "description": "open: pause the kind and "
+                       "probe its upstream; hold: pause it, no probes; close: resume it now."},
+            **thresholds,
+            "reason": _REASON,
+        },
+        "anyOf": [{"required": [name]} for name in ("action", *BOUNDS)],  # something to do
+    }
+    operation = _operation(
+        operation_id="setKindBreaker",
+        summary="Open, hold or close a report kind's circuit breaker, or change its thresholds",
+        description="Token scope `operator`; sessions: `deadletters.replay_deadletter` (as pausing a kind). "
+        "Give `action`, thresholds, or both. Audited.",
+        parameter=KIND,
+        body=body,
+        ok=_ok("The breaker as it is now (`changed`: the action changed its state).",
+               {"kind": {"type": "string"}, "state": {"type": "string", "enum": list(BreakerState.values)},
+                "changed": {"type": "boolean"}, **{name: whole for name in BOUNDS}}),
+        not_found="Not a report kind.",
+        conflict="The kind declares no upstream on this site (`field` is `kind`): it has no breaker to open, "
+        "hold or set (closing it changes nothing).",
+        invalid="Invalid `action`, a threshold out of bounds, or nothing to do (`field` names it).",
+    )
+    operation["post"]["requestBody"]["required"] = True
+    return operation

@@ -1,5 +1,5 @@
-"""Report kinds: their priority, concurrency cap and waiting tasks, and pausing or resuming one
-while a downstream system is down (audited)."""
+"""Report kinds: their priority, concurrency cap and waiting tasks, pausing or resuming one while a
+downstream system is down, and its circuit breaker (each audited)."""
 
 from django.conf import settings
 from django.contrib import messages
@@ -15,11 +15,12 @@ from console.access import BATCH_VIEW_PERMISSION, REPLAY_PERMISSION, console_vie
 from console.views.charts import charts_context
 from console.views.common import actor, wants_partial
 from deadletters.audit import REASON_MAX, client_ip
-from deadletters.services.kind_pauses import pause_kind, resume_kind
+from deadletters.services.kind_pauses import pause_kind, resume_kind, set_breaker
 from reports.errors import InvalidParams
 from reports.kinds import KINDS
-from reports.models import ReportTask, TaskStatus
+from reports.models import KindBreaker, ReportTask, TaskStatus
 from reports.services import concurrency
+from reports.services.breakers import BOUNDS
 from reports.services.pausing import KindNotPaused, paused_kinds
 
 
@@ -54,8 +55,8 @@ def kind_list(request, *, error: str = "", status: int = 200):
 
 
 @console_view(BATCH_VIEW_PERMISSION)
-def kind_detail(request, kind):
-    """One kind: its settings, what waits and runs now, and its last 24 hours as charts."""
+def kind_detail(request, kind, *, error: str = "", status: int = 200):
+    """One kind: its settings, what waits and runs now, its breaker, and its last 24 hours as charts."""
     report_kind = KINDS.get(kind)
     if report_kind is None:
         raise Http404("no such report kind")
@@ -79,7 +80,29 @@ def kind_detail(request, kind):
         "running": live.get(TaskStatus.RUNNING, 0),
         "paused": paused_kinds().get(kind),
     }
-    return render(request, "console/kind_detail.html", context)
+    context.update(breaker=KindBreaker.objects.filter(kind=kind).first(), declared=report_kind, bounds=BOUNDS,
+                   breaker_error=error, can_act=request.user.has_perm(REPLAY_PERMISSION))
+    return render(request, "console/kind_detail.html", context, status=status)
+
+
+@require_POST
+@console_view(REPLAY_PERMISSION)
+def kind_breaker(request, kind):
+    """Open, hold or close the kind's breaker, or change its thresholds (the fields given)."""
+    if kind not in KINDS:
+        raise Http404("no such report kind")
+    action = request.POST.get("action") or None
+    thresholds = {name: request.POST[name].strip() for name in BOUNDS if request.POST.get(name, "").strip()}
+    try:
+        _row, changed = set_breaker(kind=kind, action=action, actor=actor(request), thresholds=thresholds,
+                                    reason=request.POST.get("reason", ""), ip_address=client_ip(request))
+    except InvalidParams as exc:
+        return kind_detail(request, kind, error=f"{exc.field}: {exc.message}", status=400)
+    if action and not changed:
+        messages.info(request, _("The breaker of %(kind)s was already so.") % {"kind": kind})
+    elif action or thresholds:
+        messages.success(request, _("The breaker of %(kind)s is changed.") % {"kind": kind})
+    return redirect("console:kind-detail", kind)
 
 
 @require_POST

@@ -23,6 +23,7 @@ from deadletters.links import (
     dead_letter_list_url,
     dead_letter_url,
     fingerprint_url,
+    kind_url,
     replay_confirm_url,
 )
 from deadletters.models import AlertCategory, DeadLetter, OpenLetterCount
@@ -217,10 +218,36 @@ def _bulk_card(payload: dict) -> dict:
     return _card("resolved", title, lines, [(_("Open the run"), bulk_url(payload.get("bulk_id", "")))])
 
 
+def _breaker_card(payload: dict) -> dict:
+    kind = neutral(payload.get("kind", ""), 60)
+    named = ("failures", "window_seconds", "probes", "waiting", "actor")
+    values = {"kind": kind, **{name: neutral(payload.get(name, "")) for name in named}}
+    if payload["notice"] == "breaker_opened":
+        title = _("Circuit breaker opened: %(kind)s") % values
+        lines = [
+            _("Its upstream failed %(failures)s times within %(window_seconds)s s: %(kind)s is paused, and "
+              "its %(waiting)s waiting task(s) use no attempts meanwhile.") % values,
+            _("The housekeeper probes the upstream; after %(probes)s passing probes a canary of its tasks "
+              "runs, then the rest. One more card says when it closes.") % values,
+        ]
+    else:
+        title = _("Circuit breaker closed: %(kind)s") % values
+        lines = [
+            (_("Closed by %(actor)s.") % values) if payload.get("actor")
+            else _("Its upstream passed its probes and its canary succeeded."),
+            _("%(kind)s runs again; %(waiting)s task(s) waiting.") % values,
+            _("Open from %(start)s to %(end)s.") % {"start": format_time(payload.get("opened_at")),
+                                                     "end": format_time(payload.get("changed_at"))},
+        ]
+    return _card("resolved", title, lines, [(_("Open the kind"), kind_url(payload.get("kind", "")))])
+
+
 def notice_card(payload: dict) -> dict:
     notice = payload["notice"]
     if notice.startswith("bulk") or notice in ("canary_failed", "not_started"):
         return _bulk_card(payload)
+    if notice.startswith("breaker"):
+        return _breaker_card(payload)
     if notice == "kind_resumed":
         kind = neutral(payload.get("kind", ""), 60)
         lines = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from reports.housekeeper import reaper
-from reports.services import concurrency, promote_due_retries
+from reports.services import breakers, concurrency, promote_due_retries
 from reports.services.batches import aggregate_batches
 
 
@@ -45,6 +45,8 @@ def every_duty() -> list[Duty]:
         Duty("lost jobs", recovery, reaper.reenqueue_lost_jobs),
         # Tasks waiting for a per-kind slot that a lapsed lease freed.
         Duty("capped tasks", recovery, concurrency.wake_all),
+        # Open circuit breakers: probes (each kind's own interval), the canary, the closing.
+        Duty("breakers", 1.0, breakers.tend_breakers),
         # Batches complete by counting; one summary alert when one finished with dead tasks.
         Duty("batches", recovery, aggregate_batches),
         *_registered.values(),

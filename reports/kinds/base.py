@@ -173,6 +173,20 @@ class ReportKind:
     operator_only: ClassVar[bool] = False
     # What the kind accepts; validate() checks params against it unless a kind overrides validate().
     params: ClassVar[tuple[Param, ...]] = ()
+    # Its circuit breaker (reports/services/breakers.py), for a kind with an upstream (a source it
+    # fetches, a service it calls): it raises UpstreamError when the upstream fails it, and names in
+    # health_check its method probe(timeout) that raises while the upstream is down. Bounds:
+    # breakers.BOUNDS (the thresholds are the breaker row's defaults; operators may change them).
+    health_check: ClassVar[str] = ""
+    breaker_failures: ClassVar[int] = 5  # upstream failures within breaker_window seconds open it
+    breaker_window: ClassVar[int] = 60
+    breaker_probes: ClassVar[int] = 3  # passing probes in a row, then a canary of its tasks runs
+    breaker_probe_every: ClassVar[float] = 10.0  # seconds between two probes
+    breaker_probe_timeout: ClassVar[float] = 5.0  # a probe that has not answered by then failed
+    breaker_canary: ClassVar[int] = 2  # tasks at once until as many succeeded; then its own cap
+
+    def has_upstream(self) -> bool:
+        return bool(self.health_check)
 
     def validate(self, params: dict[str, Any]) -> dict[str, Any]:
         """Return cleaned params or raise InvalidParams (InvalidParamsList: every bad field at once)."""

@@ -56,6 +56,20 @@ class HttpExport(ReportKind):
             ),
         ),
     )
+    health_check = "probe_source"
+
+    def has_upstream(self) -> bool:
+        return bool(settings.HTTP_EXPORT_URL)
+
+    def probe_source(self, timeout: float) -> None:
+        """The breaker's probe: the default source gives an HTTP answer that is not 429 or 5xx."""
+        checked = self._default_source(must_resolve=True)  # refused by the policy: the probe fails
+        try:
+            outbound.fetch(checked, timeout=timeout, deadline=timeout,
+                           max_bytes=settings.HTTP_EXPORT_MAX_BYTES)
+        except PermanentError:  # a redirect, a 4xx, a large answer: the source answers
+            pass
+
     def params_schema(self, *, public: bool = False) -> dict:
         schema = super().params_schema()
         if public and "pattern" in schema["properties"]["url"]:  # the allowlist names internal hosts

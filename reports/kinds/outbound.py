@@ -34,7 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext as _
 from urllib3.util import parse_url
 
-from reports.errors import PermanentError, TransientError, UpstreamError, escape_controls
+from reports.errors import PermanentError, UpstreamError, escape_controls
 
 logger = logging.getLogger(__name__)
 
@@ -314,8 +314,8 @@ def _connect(checked: CheckedUrl, timeout: float, watchdog: _Watchdog) -> socket
 
 def fetch(checked: CheckedUrl, *, timeout: float, deadline: float, max_bytes: int) -> bytearray:
     """GET the checked URL from its checked address: the body, or an error the retry policy
-    classifies (SourceUnreachable and 429/5xx are transient; a redirect, another 4xx and an
-    over-large answer are permanent)."""
+    classifies (no answer, 429/5xx, a slow or cut answer: UpstreamError, transient, counted by the
+    kind's circuit breaker; a redirect, another 4xx and an over-large answer are permanent)."""
     target = checked.target
     started = time.monotonic()
     with _Watchdog(deadline) as watchdog:
@@ -349,7 +349,7 @@ def _check_status(status: int) -> None:
         raise PermanentError(
             f"the source answered with a redirect (HTTP {status}); redirects are not followed")
     if status == 429 or status >= 500:
-        raise TransientError(f"the source answered HTTP {status}")
+        raise UpstreamError(f"the source answered HTTP {status}")
     if status >= 400:
         raise PermanentError(f"the source answered HTTP {status}")
 
@@ -359,7 +359,7 @@ def _read_body(
 ) -> bytearray:
     too_large = PermanentError(
         f"the source's answer is larger than HTTP_EXPORT_MAX_BYTES ({max_bytes} bytes)")
-    late = TransientError(f"the source's answer took longer than HTTP_EXPORT_DEADLINE ({deadline:g} s)")
+    late = UpstreamError(f"the source's answer took longer than HTTP_EXPORT_DEADLINE ({deadline:g} s)")
     declared = response.getheader("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large
@@ -374,7 +374,7 @@ def _read_body(
             raise late from None
         logger.warning("http_export: the answer was cut off (%s: %s)", type(exc).__name__,
                        escape_controls(str(exc)))
-        raise TransientError("the source's answer was cut off") from None
+        raise UpstreamError("the source's answer was cut off") from None
     if watchdog.fired.is_set():
         raise late
     return body

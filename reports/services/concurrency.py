@@ -8,12 +8,17 @@ Waiters: a sorted set per kind of attempts that found no slot, ordered by priori
 A deferred attempt costs nothing (no attempt number used, no worker kept busy); whoever frees a
 slot wakes as many waiters as there are free slots, and `wake_all()` (from the reaper loop) does
 the same for slots freed by an expired lease.
+
+Overrides: a cap set for a while over the configured one (a circuit breaker's canary,
+reports/services/breakers.py), in a Redis hash that each process reads at most every OVERRIDES_TTL.
 """
 
 import logging
+import math
 import time
 
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from reports.kinds import KINDS
 from reports.services.enqueue import enqueue_attempts_many
@@ -97,20 +102,63 @@ return 0
 """
 
 
-def limit_for(kind: str) -> int | None:
-    """The kind's cap: its REPORT_KIND_CONCURRENCY entry, else the default (None: uncapped)."""
+OVERRIDES_KEY = "reports:cap:overrides"
+OVERRIDES_TTL = 1.0
+_overrides: tuple[float, dict[str, int]] = (-math.inf, {})
+
+
+def overrides() -> dict[str, int]:
+    """{kind: cap} of the overrides, as this process read them at most OVERRIDES_TTL ago."""
+    global _overrides
+    read_at, caps = _overrides
+    if time.monotonic() - read_at >= OVERRIDES_TTL:
+        try:
+            read = redis_connection().hgetall(OVERRIDES_KEY)
+            caps = {kind.decode(): int(cap) for kind, cap in read.items()}
+        except RedisError as exc:  # what was read last holds; asked again after the TTL
+            logger.error("could not read the concurrency overrides: %s", exc)
+        _overrides = (time.monotonic(), caps)
+    return caps
+
+
+def configured_limit(kind: str) -> int | None:
+    """The kind's REPORT_KIND_CONCURRENCY entry, else the default (None: uncapped)."""
     return settings.REPORT_KIND_CONCURRENCY.get(kind, settings.REPORT_KIND_DEFAULT_CONCURRENCY or None)
 
 
+def limit_for(kind: str) -> int | None:
+    """The kind's cap: the configured one, lowered by an override."""
+    limit, override = configured_limit(kind), overrides().get(kind)
+    return limit if override is None else min(override, limit or override)
+
+
 def any_capped() -> bool:
-    return bool(settings.REPORT_KIND_CONCURRENCY or settings.REPORT_KIND_DEFAULT_CONCURRENCY)
+    return bool(settings.REPORT_KIND_CONCURRENCY or settings.REPORT_KIND_DEFAULT_CONCURRENCY or overrides())
 
 
 def capped_kinds() -> set[str]:
-    names = set(settings.REPORT_KIND_CONCURRENCY)
+    names = set(settings.REPORT_KIND_CONCURRENCY) | set(overrides())
     if settings.REPORT_KIND_DEFAULT_CONCURRENCY:
         names |= set(KINDS)
     return names
+
+
+def override(kind: str, cap: int | None) -> None:
+    """Set a kind's override, or lift it (None): then the waiters it held wake, as many as the
+    configured cap frees, or all of them for an uncapped kind (whose holders are not kept)."""
+    global _overrides
+    conn = redis_connection()
+    if cap is not None:
+        if configured_limit(kind) is None:
+            conn.delete(holders_key(kind))  # stale members of slots nobody released while uncapped
+        conn.hset(OVERRIDES_KEY, kind, cap)
+    else:
+        conn.hdel(OVERRIDES_KEY, kind)
+    _overrides = (-math.inf, {})
+    if cap is None and configured_limit(kind) is None:
+        enqueue_woken(kind, [member for member, _score in conn.zpopmin(waiters_key(kind), 10**6)])
+    elif cap is None:
+        wake(kind)
 
 
 def holders_key(kind: str) -> str:

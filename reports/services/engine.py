@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from redis.exceptions import RedisError
 
+import reports.services.breakers as breakers
 import reports.services.concurrency as concurrency
 import reports.services.controls as controls
 from config.backoff import backoff_delay
@@ -117,9 +118,8 @@ def _why_not_claimed(task_id: int, attempt: int) -> "ClaimDeferred | None":
 
 def renew_lease(*, task_id: int, attempt: int, lease_seconds: float) -> bool:
     """The heartbeat. False: the attempt no longer runs (taken back, stopped, ended): fenced."""
-    until = timezone.now() + timedelta(seconds=lease_seconds)
     running = ReportTask.objects.filter(pk=task_id, status=TaskStatus.RUNNING, attempt=attempt)
-    return bool(running.update(lease_expires_at=until))
+    return bool(running.update(lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds)))
 
 
 def complete_task(*, task_id: int, attempt: int, output_file: str, started_at: datetime | None = None):
@@ -151,7 +151,8 @@ def record_attempt_failure(
             logger.warning("failure of task %s attempt %s fenced: the task moved on", task_id, attempt)
             return "fenced"
         wait = infra_wait(task, failure, now)  # None: charged
-        retry = wait is not None or (failure.retriable and attempt < task.max_attempts)
+        free = wait is None and breakers.absorbs_failure(kind=task.kind, failure=failure, now=now)
+        retry = wait is not None or free or (failure.retriable and attempt < task.max_attempts)
         if not retry and outcome == AttemptOutcome.ABANDONED:
             failure = _repeated_abandonment(task, attempt, failure)
         last_error = f"{failure.error_type}: {failure.message}"[:ERROR_MESSAGE_MAX]
@@ -162,6 +163,8 @@ def record_attempt_failure(
             delay = backoff_delay(attempt - task.attempts_before_run, settings.REPORT_RETRY_BACKOFF,
                                   jitter=settings.REPORT_RETRY_JITTER)
             updates = {"status": TaskStatus.RETRYING, "next_retry_at": now + timedelta(seconds=delay)}
+            if free:  # an upstream outage its breaker holds (breakers.py): uncharged, due once the kind runs
+                updates.update(next_retry_at=now, max_attempts=F("max_attempts") + 1)
         else:
             updates = {"status": TaskStatus.DEAD, "finished_at": now, "next_retry_at": None}
         changed = ReportTask.objects.filter(pk=task_id, status=TaskStatus.RUNNING, attempt=attempt).update(
@@ -224,11 +227,8 @@ def take_back_lapsed(*, now: datetime | None = None, limit: int = 500) -> int:
     memory, cut off from the database) count as abandoned, and the retry/dead policy applies;
     what they wrote goes, and so do their concurrency slots. Returns how many were taken back."""
     now = now or timezone.now()
-    lapsed = (
-        ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now)
-        .order_by("lease_expires_at")
-        .values_list("pk", "attempt", "lease_expires_at", "kind", "public_id")[:limit]
-    )
+    lapsed = ReportTask.objects.filter(status=TaskStatus.RUNNING, lease_expires_at__lt=now).order_by(
+        "lease_expires_at").values_list("pk", "attempt", "lease_expires_at", "kind", "public_id")[:limit]
     taken_back = 0
     for task_id, attempt, lease_expires_at, kind, public_id in list(lapsed):
         error = LeaseExpired(

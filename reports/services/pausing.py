@@ -62,13 +62,14 @@ def waiting_count(kind: str) -> int:
     return ReportTask.objects.filter(kind=kind, status__in=WAITING).count()
 
 
-def resume_kind(*, kind: object) -> int:
-    """Resume a kind; its waiting tasks are enqueued once the caller's transaction commits.
-    Returns how many tasks wait. Raises KindNotPaused when it was not paused (a second click,
-    another operator), InvalidParams for an unknown kind."""
+def resume_kind(*, kind: object, paused_by: str | None = None) -> int:
+    """Resume a kind (only if `paused_by` paused it, when given); its waiting tasks are enqueued
+    once the caller's transaction commits. Returns how many tasks wait. Raises KindNotPaused when
+    it was not paused (a second click, another operator), InvalidParams for an unknown kind."""
     kind = _check_kind(kind)
+    rows = PausedKind.objects.filter(kind=kind)
     with transaction.atomic():
-        deleted, _by_model = PausedKind.objects.filter(kind=kind).delete()
+        deleted, _by_model = (rows if paused_by is None else rows.filter(paused_by=paused_by)).delete()
         if not deleted:
             raise KindNotPaused(kind)
         waiting = waiting_count(kind)

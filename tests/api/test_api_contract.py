@@ -387,6 +387,7 @@ def operator_scenarios(world):
          f"/report/dead-letter/{done_letter}/replay", {"params": [1]}, 1),
         ("/report/kind/sales_summary/pause", "/report/kind/nope/pause", None, {"reason": 1}, 1),
         ("/report/kind/sales_summary/resume", "/report/kind/nope/resume", None, {"reason": 1}, 2),
+        ("/report/kind/sales_summary/breaker", "/report/kind/nope/breaker", None, {"action": "x"}, 0),
     ):
         cases += [
             ("post", path, {"data": {"why": 1}, **js}, "token"),
@@ -401,6 +402,9 @@ def operator_scenarios(world):
         if conflict_path:
             cases.append(("post", conflict_path, {**js}, "token"))
         cases += [("post", path, {"data": {"reason": "contract"}, **js}, "token")] * tail
+    # A kind with no upstream has no breaker to open (409), and closing it changes nothing (200).
+    cases += [("post", "/report/kind/sales_summary/breaker", {"data": {"action": action}, **js}, "token")
+              for action in ("open", "close")]
     return cases
 
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0014_cause_lifecycle'),
+        ('deadletters', '0016_cause_lifecycle'),
     ]
 
     operations = [

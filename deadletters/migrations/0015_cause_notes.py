@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0018_params_permission'),
+        ('deadletters', '0014_params_permission'),
     ]
 
     operations = [

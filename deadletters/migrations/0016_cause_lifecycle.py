@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0016_cause_notes'),
+        ('deadletters', '0015_cause_notes'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deadletters', '0019_alert_path'),
+        ('deadletters', '0017_alert_path'),
     ]
 
     operations = [
