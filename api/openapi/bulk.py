@@ -237,6 +237,24 @@ def bulk_paths() -> dict:
     return paths
 
 
+def _replay_variants() -> tuple:
+    """(title, required, properties) of each way to start a replay: now or at a time, with a
+    canary, or once a kind's circuit breaker is closed."""
+    start = _start_properties()
+    after_breaker = {
+        **{name: value for name, value in start.items() if name != "start_at"},
+        "canary": _canary_properties()["canary"],
+        "after_breaker_of": {
+            "type": "string", "enum": sorted(KINDS),
+            "description": "Wait, `scheduled`, until this kind's circuit breaker is closed "
+            "(a kind without one here: 409).",
+        },
+    }
+    canary = {**start, **_canary_properties()}
+    return (("A replay", [], start), ("A replay with a canary", ["canary"], canary),
+            ("A replay after a kind's circuit breaker", ["after_breaker_of"], after_breaker))
+
+
 def bulk_components() -> dict:
     return {
         "BulkStartRequest": {
@@ -257,36 +275,13 @@ def bulk_components() -> dict:
                 },
                 *(
                     {
-                        "type": "object",
-                        "title": title,
-                        "additionalProperties": False,
-                        "required": ["action", *(["canary"] if canary else [])],
-                        "properties": {
-                            "action": {"type": "string", "const": REPLAY},
-                            **_start_properties(),
-                            **(_canary_properties() if canary else {}),
-                            "params_patch": {"$ref": "#/components/schemas/ParamsPatch"},
-                        },
+                        "type": "object", "title": title, "additionalProperties": False,
+                        "required": ["action", *required],
+                        "properties": {"action": {"type": "string", "const": REPLAY}, **properties,
+                                       "params_patch": {"$ref": "#/components/schemas/ParamsPatch"}},
                     }
-                    for title, canary in (("A replay", False), ("A replay with a canary", True))
+                    for title, required, properties in _replay_variants()
                 ),
-                {
-                    "type": "object",
-                    "title": "A replay after a kind's circuit breaker",
-                    "additionalProperties": False,
-                    "required": ["action", "after_breaker_of"],
-                    "properties": {
-                        "action": {"type": "string", "const": REPLAY},
-                        **{name: value for name, value in _start_properties().items() if name != "start_at"},
-                        "canary": _canary_properties()["canary"],
-                        "after_breaker_of": {
-                            "type": "string", "enum": sorted(KINDS),
-                            "description": "Wait, `scheduled`, until this kind's circuit breaker is closed "
-                            "(a kind without one here: 409).",
-                        },
-                        "params_patch": {"$ref": "#/components/schemas/ParamsPatch"},
-                    },
-                },
             ],
         },
         "BulkDryRun": {
