@@ -49,7 +49,11 @@ def snooze_alerts(
     """Mute for `minutes`; or, for a cause, until its deaths go over `per_minute` in a minute or
     `total` in all (deadletters.alerts.threshold), or THRESHOLD_MAX_DAYS have passed."""
     fingerprint, kind = (fingerprint or "").strip(), (kind or "").strip()
-    reason = visible(reason, REASON_MAX)
+    # Stored without control or invisible characters; a reason of nothing else is kept escaped
+    # ("\\x97"), as it was given, rather than refused as missing.
+    given_reason = (reason or "").strip()
+    escaped = given_reason.encode("unicode_escape").decode()
+    reason = visible(given_reason, REASON_MAX) or visible(escaped, REASON_MAX)
     given = {"per_minute": per_minute, "total": total}
     thresholds = {name: _threshold(name, value) for name, value in given.items() if value not in (None, "")}
     if not thresholds and "" in given.values():  # the threshold form, sent blank

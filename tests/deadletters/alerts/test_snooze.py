@@ -95,6 +95,14 @@ def test_bad_snooze_input_names_the_field(arguments, field):
     assert caught.value.field == field and not AuditEntry.objects.exists()
 
 
+def test_a_reason_of_control_characters_only_is_kept_escaped_not_refused():
+    """The API's schema accepts any non-blank reason; one made only of what storage strips is
+    stored escaped, readable, rather than refused as missing (schemathesis found it)."""
+    snooze = snooze_alerts(actor="alice", kind="probe", minutes=30, reason="\u0097")
+    assert snooze.reason == "\\x97"
+    assert snooze_alerts(actor="alice", kind="other", minutes=30, reason="ok\u202e").reason == "ok"
+
+
 def test_a_paused_kinds_deaths_are_muted_and_counted_in_its_resume_notice(channels, redis_conn):
     fakes = channels(webhook={})
     pause_kind(kind="probe", actor="alice", reason="backend maintenance")
