@@ -82,10 +82,14 @@ def debian_image(tag: str, packages: str, env: dict) -> None:
     """A Debian bookworm image with these packages, its tar cached across runs."""
     CACHE.mkdir(parents=True, exist_ok=True)
     tar = CACHE / f"{packages.replace(',', '_')}.tar"
+    if tar.is_dir():  # an earlier run's mmdebstrap wrote a directory there
+        shutil.rmtree(tar)
     if not tar.exists():
         partial = tar.with_suffix(".partial")
+        # --format: mmdebstrap takes the format from the name's suffix, and ".partial" is none.
         run(
-            ["mmdebstrap", "--variant=minbase", f"--include={packages}", "bookworm", str(partial)],
+            ["mmdebstrap", "--variant=minbase", "--format=tar", f"--include={packages}", "bookworm",
+             str(partial)],
             timeout=900,
         )
         partial.rename(tar)
