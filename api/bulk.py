@@ -38,7 +38,8 @@ from reports.models import ApiScope
 
 BULK_PERMISSION = "deadletters.view_bulkaction"  # and the action's own: _check_action
 START_FIELDS = {
-    "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at"
+    "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at",
+    "include_superseded",
 }
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
 
@@ -167,16 +168,18 @@ def bulk_start(request):
     rate = data.get("rate_per_second", 0.0)
     if "rate_per_second" in data and (isinstance(rate, bool) or not isinstance(rate, int | float)):
         raise ApiError(422, "must be a number (items per second)", "rate_per_second")
-    if not isinstance(data.get("dry_run", False), bool):
-        raise ApiError(422, "must be true or false", "dry_run")
+    for name in ("dry_run", "include_superseded"):
+        if not isinstance(data.get(name, False), bool):
+            raise ApiError(422, "must be true or false", name)
     try:
         plan = _plan(data, action)
-        selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given))
+        selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given),
+                                    include_superseded=data.get("include_superseded", False))
         if data.get("dry_run"):
-            count = preview_bulk_action(selection=selection).count
+            preview = preview_bulk_action(selection=selection)
             if plan["canary"]:
-                check_canary_fits(plan["canary"], count)
-            return JsonResponse({"dry_run": True, "count": count})
+                check_canary_fits(plan["canary"], preview.count)
+            return JsonResponse({"dry_run": True, "count": preview.count, "superseded": preview.superseded})
         bulk, _ = start_bulk_action(
             selection=selection,
             actor=request.api_client.actor,

@@ -13,6 +13,7 @@ COMMON = {
     "replayed": pgettext_lazy("status", "replayed"),
     "archived": pgettext_lazy("status", "archived"),
     "discarded": pgettext_lazy("status", "discarded"),
+    "superseded": pgettext_lazy("status", "superseded"),
     "all": pgettext_lazy("status filter", "all"),
     # Report tasks.
     "pending": pgettext_lazy("status", "pending"),
@@ -62,6 +63,7 @@ COMMON = {
     "replay_later": pgettext_lazy("action", "replay later"),
     "pause_kind": pgettext_lazy("action", "pause kind"),
     "resume_kind": pgettext_lazy("action", "resume kind"),
+    "supersede": pgettext_lazy("action", "mark superseded"),
     "bulk_replay": pgettext_lazy("action", "bulk replay"),
     "bulk_archive": pgettext_lazy("action", "bulk archive"),
     "bulk_discard": pgettext_lazy("action", "bulk discard"),

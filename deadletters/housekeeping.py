@@ -6,6 +6,7 @@ from deadletters.bulk.canary import decide_canaries
 from deadletters.bulk.runner import resume_stalled_bulk_actions
 from deadletters.bulk.schedule import promote_due_bulk_actions
 from deadletters.services.retention import data_prune
+from deadletters.services.supersession import letters_supersede
 from reports.housekeeper.duties import Duty
 
 
@@ -30,4 +31,6 @@ DUTIES = (
     Duty("stalled bulk actions", 10, resume_stalled_bulk_actions),
     Duty("alerts", 5, alerts_send),
     Duty("retention", 600, data_retention),
+    # Open letters a later done task of the same report made moot (one UPDATE per batch).
+    Duty("supersession", 300, lambda: f"{letters_supersede()} superseded"),
 )

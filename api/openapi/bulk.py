@@ -95,6 +95,8 @@ def _start_properties() -> dict:
         "reason": {"type": "string", "maxLength": 2000, "pattern": NO_NUL},
         "dry_run": {"type": "boolean", "default": False},
         "start_at": start_at_schema(),
+        "include_superseded": {"type": "boolean", "default": False, "description": "Replay superseded "
+                               "letters too (a later task of the same report ended done)."},
     }
 
 
@@ -176,9 +178,10 @@ def bulk_paths() -> dict:
                     "(`field` names it)."
                 ),
                 "422": error(
-                    "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
-                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay) "
-                    "or `canary_success` (not from 0 to 1, or without `canary`)."
+                    "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, "
+                    "`include_superseded`, `start_at` (not a date and time with its offset), `canary` (not a "
+                    "whole number from 1, or not a replay) or `canary_success` (not from 0 to 1, or without "
+                    "`canary`)."
                 ),
             },
         ),
@@ -265,10 +268,12 @@ def bulk_components() -> dict:
         "BulkDryRun": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["dry_run", "count"],
+            "required": ["dry_run", "count", "superseded"],
             "properties": {
                 "dry_run": {"type": "boolean", "const": True},
                 "count": {"type": "integer", "minimum": 0},
+                "superseded": {"type": "integer", "minimum": 0,
+                               "description": "Superseded letters left out (without include_superseded)."},
             },
         },
         "BulkStatus": {
