@@ -44,6 +44,7 @@ START_FIELDS = {
     "action", "filter", "rate_per_second", "reason", "dry_run", "canary", "canary_success", "start_at",
     "params_patch",
     "after_breaker_of",
+    "include_superseded",
 }
 REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # a params patch needs it too
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
@@ -191,16 +192,19 @@ def bulk_start(request):
     rate = data.get("rate_per_second", 0.0)
     if "rate_per_second" in data and (isinstance(rate, bool) or not isinstance(rate, int | float)):
         raise ApiError(422, "must be a number (items per second)", "rate_per_second")
-    if not isinstance(data.get("dry_run", False), bool):
-        raise ApiError(422, "must be true or false", "dry_run")
+    for name in ("dry_run", "include_superseded"):
+        if not isinstance(data.get(name, False), bool):
+            raise ApiError(422, "must be true or false", name)
     try:
         plan = _plan(data, action)
-        selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given))
+        selection = build_selection(action=action, scope=SCOPE_FILTER, filter_qs=urlencode(given),
+                                    include_superseded=data.get("include_superseded", False))
         if data.get("dry_run"):
-            count = preview_bulk_action(selection=selection).count
+            preview = preview_bulk_action(selection=selection)
             if plan["canary"]:
-                check_canary_fits(plan["canary"], count)
-            return JsonResponse({"dry_run": True, "count": count, **_patch_preview(request, data, selection)})
+                check_canary_fits(plan["canary"], preview.count)
+            return JsonResponse({"dry_run": True, "count": preview.count, "superseded": preview.superseded,
+                                 **_patch_preview(request, data, selection)})
         waits = {"kind": data["after_breaker_of"]} if "after_breaker_of" in data else {}
         bulk, _ = (start_after_breaker if waits else start_bulk_action)(
             **waits,

@@ -1,4 +1,5 @@
-"""GET /report/task/dead-letters: open, not yet expired dead letters, newest first, keyset-paged."""
+"""GET /report/task/dead-letters: open, not yet expired dead letters (or `status=superseded`: those a
+later task made moot), newest first, keyset-paged."""
 
 import re
 
@@ -15,7 +16,8 @@ from deadletters.selectors.letters import message_preview, open_dead_letters_pag
 from reports.kinds import KINDS
 from reports.models import ApiScope
 
-DEAD_LETTER_QUERY = {"kind", "fingerprint", "q", "cursor", "limit"}
+DEAD_LETTER_QUERY = {"kind", "fingerprint", "q", "cursor", "limit", "status"}
+LISTED_STATUSES = ("open", "superseded")
 # Each as the OpenAPI document states it (api/openapi/tasks.py), so what it calls valid is served.
 FINGERPRINT_PATTERN = r"^[0-9a-f]{8,40}$"
 LIMIT_PATTERN = r"^[0-9]{1,4}$"
@@ -66,7 +68,11 @@ def dead_letters(request):
         if not LIMIT_RE.match(raw_limit) or not 1 <= int(raw_limit) <= DEAD_LETTER_PAGE_MAX:
             raise ApiError(400, f"must be an integer from 1 to {DEAD_LETTER_PAGE_MAX}", "limit")
         limit = int(raw_limit)
+    status = query_param(request, "status") or "open"
+    if status not in LISTED_STATUSES:
+        raise ApiError(400, f"must be one of {', '.join(LISTED_STATUSES)}", "status")
     page = open_dead_letters_page(
+        superseded=status == "superseded",
         **filters,
         cursor=_cursor(query_param(request, "cursor")),
         limit=limit,
@@ -83,6 +89,8 @@ def dead_letters(request):
             "fingerprint": letter.fingerprint,
             "created_at": iso(letter.created_at),
             "expire_at": iso(letter.expire_at),
+            "status": letter.status,
+            "superseded_by": str(letter.superseded_by.public_id) if letter.superseded_by else None,
             "console_url": dead_letter_url(letter.id),
         }
         for letter in page.items

@@ -13,6 +13,7 @@ COMMON = {
     "replayed": pgettext_lazy("status", "replayed"),
     "archived": pgettext_lazy("status", "archived"),
     "discarded": pgettext_lazy("status", "discarded"),
+    "superseded": pgettext_lazy("status", "superseded"),
     "all": pgettext_lazy("status filter", "all"),
     # Report tasks.
     "pending": pgettext_lazy("status", "pending"),
@@ -70,6 +71,7 @@ COMMON = {
     "breaker_held": pgettext_lazy("action", "breaker held open"),
     "breaker_closed": pgettext_lazy("action", "breaker closed"),
     "breaker_thresholds": pgettext_lazy("action", "breaker thresholds changed"),
+    "supersede": pgettext_lazy("action", "mark superseded"),
     "bulk_replay": pgettext_lazy("action", "bulk replay"),
     "bulk_archive": pgettext_lazy("action", "bulk archive"),
     "bulk_discard": pgettext_lazy("action", "bulk discard"),

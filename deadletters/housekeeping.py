@@ -10,6 +10,7 @@ from deadletters.bulk.runner import resume_stalled_bulk_actions
 from deadletters.bulk.schedule import promote_due_bulk_actions
 from deadletters.services.cause_lifecycle import release_replay_fixed_causes
 from deadletters.services.retention import data_prune
+from deadletters.services.supersession import letters_supersede
 from reports.housekeeper.duties import Duty
 
 
@@ -45,4 +46,6 @@ DUTIES = (
     Duty("alerts", 5, alerts_send),
     Duty("alert path", 5, alert_path),
     Duty("retention", 600, data_retention),
+    # Open letters a later done task of the same report made moot (one UPDATE per batch).
+    Duty("supersession", 300, lambda: f"{letters_supersede()} superseded"),
 )

@@ -13,6 +13,7 @@ class DeadLetterStatus(models.TextChoices):
     REPLAYED = "replayed"
     ARCHIVED = "archived"
     DISCARDED = "discarded"
+    SUPERSEDED = "superseded"  # a later task of the same kind, params and client ended done
 
 
 def default_expire_at():
@@ -41,6 +42,10 @@ class DeadLetter(models.Model):
     replayed_in = models.ForeignKey(
         "BulkAction", null=True, blank=True, on_delete=models.SET_NULL, related_name="replayed_letters"
     )
+    # The done task that made this letter moot (deadletters/services/supersession.py). No database
+    # constraint: retention may delete that task later, and the link then shows as gone.
+    superseded_by = models.ForeignKey(ReportTask, null=True, blank=True, on_delete=models.DO_NOTHING,
+                                      db_constraint=False, db_index=False, related_name="+")
 
     class Meta:
         indexes = [

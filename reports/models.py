@@ -159,6 +159,9 @@ class ReportTask(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     kind = models.CharField(max_length=64)
     params = models.JSONField(default=dict)
+    # Kind, client and params as one hash (submission.params_digest): a later done task with the same
+    # one makes this task's dead letters moot. NULL (never equal) for tasks older than the column.
+    params_digest = models.CharField(max_length=40, null=True, blank=True)  # noqa: DJ001
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.DEFAULT)
     status = models.CharField(max_length=10, choices=TaskStatus.choices, default=TaskStatus.PENDING)
     # Monotonic across replays: it is the fencing token and part of every RQ job id,
@@ -201,6 +204,8 @@ class ReportTask(models.Model):
             models.Index(fields=["status", "lease_expires_at"], name="task_status_lease"),
             models.Index(fields=["status", "next_retry_at"], name="task_status_next_retry"),
             models.Index(fields=["batch", "status"], name="task_batch_status"),
+            # Supersession's probe: a done task of this digest after a given one (reports/0007).
+            models.Index(fields=["params_digest", "status", "id"], name="task_params_digest"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -20,6 +20,7 @@ STATUSES = {
     "replayed": pgettext_lazy("status", "replayed"),
     "archived": pgettext_lazy("status", "archived"),
     "discarded": pgettext_lazy("status", "discarded"),
+    "superseded": pgettext_lazy("status", "superseded"),
     "all": pgettext_lazy("status filter", "all"),
     # Bulk actions.
     "paused": pgettext_lazy("status", "paused"),

@@ -98,6 +98,8 @@ def _start_properties() -> dict:
         "reason": {"type": "string", "maxLength": 2000, "pattern": NO_NUL},
         "dry_run": {"type": "boolean", "default": False},
         "start_at": start_at_schema(),
+        "include_superseded": {"type": "boolean", "default": False, "description": "Replay superseded "
+                               "letters too (a later task of the same report ended done)."},
     }
 
 
@@ -179,10 +181,11 @@ def bulk_paths() -> dict:
                     "`after_breaker_of` names a kind without a breaker on this site (`field` names it)."
                 ),
                 "422": error(
-                    "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, `start_at` (not a "
-                    "date and time with its offset), `canary` (not a whole number from 1, or not a replay), "
-                    "`canary_success` (not from 0 to 1, or without `canary`), `params_patch` (not as "
-                    "ParamsPatch states) or `after_breaker_of` (not a replay, or with `start_at`)."
+                    "Invalid `action`, `filter`, `rate_per_second`, `reason`, `dry_run`, "
+                    "`include_superseded`, `start_at` (not a date and time with its offset), `canary` (not a "
+                    "whole number from 1, or not a replay), `canary_success` (not from 0 to 1, or without "
+                    "`canary`), `params_patch` (not as ParamsPatch states) or `after_breaker_of` (not a "
+                    "replay, or with `start_at`)."
                 ),
             },
         ),
@@ -283,16 +286,6 @@ def bulk_components() -> dict:
                     for title, required, properties in _replay_variants()
                 ),
             ],
-        },
-        "BulkDryRun": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["dry_run", "count"],
-            "properties": {
-                "dry_run": {"type": "boolean", "const": True},
-                "count": {"type": "integer", "minimum": 0},
-                "params_patch": {"$ref": "#/components/schemas/BulkPatchPreview"},
-            },
         },
         **patch_components(),
         "BulkStatus": {

@@ -92,4 +92,19 @@ def _preview() -> dict:
 
 
 def patch_components() -> dict:
-    return {"ParamsPatch": _params_patch(), "BulkPatchPreview": _preview(), "BulkPatchRefusals": _refusals()}
+    """The patch, its preview and refusals, and the dry run's answer that carries the preview."""
+    return {
+        "ParamsPatch": _params_patch(), "BulkPatchPreview": _preview(), "BulkPatchRefusals": _refusals(),
+        "BulkDryRun": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["dry_run", "count", "superseded"],
+            "properties": {
+                "dry_run": {"type": "boolean", "const": True},
+                "count": {"type": "integer", "minimum": 0},
+                "params_patch": {"$ref": "#/components/schemas/BulkPatchPreview"},
+                "superseded": {"type": "integer", "minimum": 0,
+                               "description": "Superseded letters left out (without include_superseded)."},
+            },
+        },
+    }

@@ -139,6 +139,8 @@ def components(*, public: bool = False) -> dict:
                     "fingerprint",
                     "created_at",
                     "expire_at",
+                    "status",
+                    "superseded_by",
                     "console_url",
                 ],
                 "properties": {
@@ -154,6 +156,14 @@ def components(*, public: bool = False) -> dict:
                     "fingerprint": {"type": "string"},
                     "created_at": {"type": "string", "format": "date-time"},
                     "expire_at": {"type": "string", "format": "date-time"},
+                    "status": {"type": "string", "enum": ["open", "superseded"]},
+                    "superseded_by": {
+                        "type": ["string", "null"],
+                        "format": "uuid",
+                        "description": "The task that made a superseded letter moot: the same kind and "
+                        "params, submitted later by the same client, ended done (null: not superseded, or "
+                        "that task is gone).",
+                    },
                     "console_url": {"type": "string", "format": "uri"},
                 },
             },

@@ -187,12 +187,20 @@ def task_paths() -> dict:
             "get": {
                 "operationId": "listDeadLetters",
                 "tags": ["dead letters"],
-                "summary": "Open, not yet expired dead letters, newest first",
+                "summary": "Open, not yet expired dead letters (or the superseded ones), newest first",
                 "description": "Token scope `read`: the letters of the token's own tasks; with `operator`, "
                 "everyone's. Sessions: `deadletters.view_deadletter` (everyone's).",
                 **needs_scope("read"),
                 "parameters": [
                     *letter_filter_parameters(),
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "required": False,
+                        "description": "`superseded`: the letters a later task of the same report (kind, "
+                        "params, client) made moot, instead of the open ones.",
+                        "schema": {"type": "string", "enum": ["open", "superseded"], "default": "open"},
+                    },
                     {
                         "name": "cursor",
                         "in": "query",
@@ -219,7 +227,7 @@ def task_paths() -> dict:
                     ),
                     "400": error(
                         "Unknown query parameter, a parameter given twice, an unknown kind, a bad "
-                        "limit, fingerprint, q or cursor (named in `field`)."
+                        "status, limit, fingerprint, q or cursor (named in `field`)."
                     ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,

@@ -35,7 +35,6 @@ from deadletters.bulk.control import (
     validate_threshold,
 )
 from deadletters.bulk.selection import (
-    ELIGIBLE_STATUSES,
     SCOPE_FILTER,
     SCOPE_SELECTED,
     InvalidBulkRequest,
@@ -60,8 +59,9 @@ def _bulk_request(request):
     if request.method == "GET":
         filters = request.GET.copy()
         filters.pop("action", None)
+        include = filters.pop("include_superseded", [""])[-1]
         data = {"action": request.GET.get("action", ""), "scope": SCOPE_FILTER,
-                "filter_qs": filters.urlencode()}
+                "include_superseded": include, "filter_qs": filters.urlencode()}
     action = data.get("action", "")
     if action in BulkActionKind.values:
         _require_permission(request, action)
@@ -74,6 +74,7 @@ def _bulk_request(request):
         ids=request.POST.getlist("ids"),
         filter_qs=filter_qs,
         max_id=data.get("max_id"),
+        include_superseded=data.get("include_superseded") == "1",
     )
     return selection, filter_qs
 
@@ -86,13 +87,11 @@ def _require_permission(request, action: str) -> None:
 def _scope_wording(selection) -> dict:
     """What the preview says it will touch, in the same terms as what it will touch: the statuses
     this action applies to, narrowed by the filter's own status, and the filter's other conditions."""
-    eligible = [labels.label(s) for s in ELIGIBLE_STATUSES[selection.action]]
+    eligible = [labels.label(s) for s in selection.statuses]
     if selection.filters is None:
         return {"statuses": _or(eligible), "eligible": _or(eligible), "conditions": [], "listed_status": ""}
     listed = selection.filters.status
-    statuses = eligible if listed == "all" else [
-        labels.label(s) for s in ELIGIBLE_STATUSES[selection.action] if s == listed
-    ]
+    statuses = eligible if listed == "all" else [labels.label(s) for s in selection.statuses if s == listed]
     conditions = [f"{label} {value}" for _name, label, value in filter_values(selection.filters)]
     return {
         "statuses": _or(statuses),

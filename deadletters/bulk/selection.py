@@ -1,8 +1,9 @@
 """What a bulk action touches: the operator's ticked ids, or "everything matching this filter"
 snapshotted at the highest dead-letter id seen, so letters that die later are never included.
-Also the dry-run preview (count and a sample)."""
+Superseded letters (a later task made them moot) are left out unless `include_superseded` asks
+for them. Also the dry-run preview (count and a sample)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db.models import F, Max, QuerySet
 from django.http import QueryDict
@@ -15,7 +16,7 @@ from deadletters.filters import (
     filtered_dead_letters,
     parse_dead_letter_filters,
 )
-from deadletters.models import BulkAction, BulkActionKind, DeadLetter
+from deadletters.models import BulkAction, BulkActionKind, DeadLetter, DeadLetterStatus
 from deadletters.services.letters import REPLAYABLE_STATUSES
 from deadletters.services.transitions import ARCHIVABLE_STATUSES, DISCARDABLE_STATUSES, RESTORABLE_STATUSES
 from reports.models import TaskStatus
@@ -61,6 +62,13 @@ class Selection:
     ids: tuple[int, ...] = ()
     filters: DeadLetterFilters | None = None
     max_id: int = 0
+    include_superseded: bool = False
+
+    @property
+    def statuses(self) -> list[str]:
+        """The states of the letters it acts on: the action's, superseded ones only when asked for."""
+        skipped = () if self.include_superseded else (DeadLetterStatus.SUPERSEDED,)
+        return [status for status in ELIGIBLE_STATUSES[self.action] if status not in skipped]
 
     def queryset(self) -> QuerySet:
         """The letters this selection can still act on, unordered."""
@@ -69,17 +77,20 @@ class Selection:
             qs = DeadLetter.objects.filter(pk__in=self.ids)
         else:
             qs = filtered_dead_letters(self.filters).filter(pk__lte=self.max_id)
-        return qs.filter(status__in=ELIGIBLE_STATUSES[self.action])
+        return qs.filter(status__in=self.statuses)
 
     def as_filters_json(self) -> dict:
         data = {"scope": self.scope, "max_id": self.max_id}
+        if self.include_superseded:
+            data["include_superseded"] = True
         if self.filters is not None:
             data["filter"] = self.filters.as_json()
         return data
 
 
 def build_selection(
-    *, action: object, scope: object, ids: list | tuple = (), filter_qs: object = "", max_id: object = None
+    *, action: object, scope: object, ids: list | tuple = (), filter_qs: object = "", max_id: object = None,
+    include_superseded: bool = False,
 ) -> Selection:
     """Validate what the list form posted. Raises InvalidBulkRequest naming the field."""
     if action not in BulkActionKind.values:
@@ -101,14 +112,16 @@ def build_selection(
                 "ids",
                 _("at most %(n)d at once; use 'everything matching the filter'") % {"n": SELECTION_MAX},
             )
-        return Selection(action=action, scope=scope, ids=tuple(parsed), max_id=cap)
+        return Selection(action=action, scope=scope, ids=tuple(parsed), max_id=cap,
+                         include_superseded=include_superseded)
     if not isinstance(filter_qs, str):
         raise InvalidBulkRequest("filter_qs", _("must be a query string"))
     try:
         filters = parse_dead_letter_filters(QueryDict(filter_qs.lstrip("?")))
     except InvalidFilter as exc:
         raise InvalidBulkRequest("filter_qs", str(exc), filter_error=exc) from None
-    return Selection(action=action, scope=scope, filters=filters, max_id=cap)
+    return Selection(action=action, scope=scope, filters=filters, max_id=cap,
+                     include_superseded=include_superseded)
 
 
 def _positive_id(value: object, field: str, message: str) -> int:
@@ -123,19 +136,12 @@ def _positive_id(value: object, field: str, message: str) -> int:
 
 def selection_of(bulk: BulkAction) -> Selection:
     stored = bulk.filters or {}
+    common = {"action": bulk.action, "max_id": int(stored.get("max_id") or 0),
+              "include_superseded": bool(stored.get("include_superseded"))}
     if stored.get("scope") == SCOPE_SELECTED:
-        return Selection(
-            action=bulk.action,
-            scope=SCOPE_SELECTED,
-            ids=tuple(bulk.selected_ids or ()),
-            max_id=int(stored.get("max_id") or 0),
-        )
-    return Selection(
-        action=bulk.action,
-        scope=SCOPE_FILTER,
-        filters=parse_dead_letter_filters(stored.get("filter") or {}),
-        max_id=int(stored.get("max_id") or 0),
-    )
+        return Selection(scope=SCOPE_SELECTED, ids=tuple(bulk.selected_ids or ()), **common)
+    filters = parse_dead_letter_filters(stored.get("filter") or {})
+    return Selection(scope=SCOPE_FILTER, filters=filters, **common)
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,7 @@ class BulkPreview:
     # Of `count`, the letters that died of a permanent error (DeadLetter.died_without_retry):
     # replayed unchanged, they are expected to die the same way. Counted for a replay only.
     permanent: int = 0
+    superseded: int = 0  # left out for being superseded (a replay without include_superseded)
 
 
 def preview_bulk_action(*, selection: Selection) -> BulkPreview:
@@ -156,4 +163,9 @@ def preview_bulk_action(*, selection: Selection) -> BulkPreview:
     if selection.action == BulkActionKind.REPLAY:
         permanent = qs.filter(task__status=TaskStatus.DEAD, attempts=F("task__attempt"),
                               task__attempt__lt=F("task__max_attempts")).count()
-    return BulkPreview(selection=selection, count=qs.count(), sample=sample, permanent=permanent)
+    superseded = 0
+    if selection.action == BulkActionKind.REPLAY and not selection.include_superseded:
+        superseded = replace(selection, include_superseded=True).queryset().filter(
+            status=DeadLetterStatus.SUPERSEDED).count()
+    return BulkPreview(selection=selection, count=qs.count(), sample=sample, permanent=permanent,
+                       superseded=superseded)

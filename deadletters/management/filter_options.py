@@ -13,7 +13,7 @@ OPTIONS = [name for name in FILTER_PARAMS if name != "sort"]
 def add_filter_options(parser) -> None:
     group = parser.add_argument_group("which dead letters (as the console's list filters them)")
     group.add_argument(
-        "--status", default="", help="open (the default), replayed, archived, discarded or all"
+        "--status", default="", help="open (the default), replayed, archived, discarded, superseded or all"
     )
     group.add_argument("--kind", default="", help="a report kind")
     group.add_argument(

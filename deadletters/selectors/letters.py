@@ -37,8 +37,9 @@ ERROR_MESSAGE_PREVIEW = 300
 def dead_letter_page(filters: DeadLetterFilters, *, cursor: Cursor | None) -> KeysetPage:
     qs = (
         filtered_dead_letters(filters)
-        .select_related("task", "task__batch")
-        .defer("traceback", "params", "task__params", "task__last_error")
+        .select_related("task", "task__batch", "superseded_by")
+        .defer("traceback", "params", "task__params", "task__last_error", "superseded_by__params",
+               "superseded_by__last_error")
         .annotate(message_head=Substr("error_message", 1, SAMPLE_MESSAGE_CHARS))
         .defer("error_message")
     )
@@ -102,6 +103,14 @@ def fingerprint_groups_with_trends(
     are counted under the same filters except the status (a replayed letter still was a death)."""
     groups = fingerprint_groups(filters, limit=limit)
     return attach_trends(groups, filtered_dead_letters(replace(filters, status=ALL_STATUSES)), now=now)
+
+
+def superseded_apart(filters: DeadLetterFilters) -> tuple[int, bool] | None:
+    """The superseded letters a list (or the groups) of open ones leaves out, counted (capped); None
+    for other lists."""
+    if filters.status != DeadLetterStatus.OPEN:
+        return None
+    return capped_count(filtered_dead_letters(replace(filters, status=DeadLetterStatus.SUPERSEDED)))
 
 
 def groups_of_letters(letters: QuerySet, *, limit: int = GROUPS_LIMIT) -> list[FingerprintGroup]:
@@ -261,10 +270,15 @@ def open_dead_letters_page(
     cursor: Cursor | None = None,
     limit: int = 50,
     owner=None,
+    superseded: bool = False,
 ) -> KeysetPage:
-    """The API's list: open, not expired, newest first, filtered as client_dead_letters."""
-    qs = open_unexpired(client_dead_letters(kind=kind, fingerprint=fingerprint, q=q, owner=owner))
-    qs = qs.select_related("task").only(
+    """The API's list: open, not expired (`superseded`: the superseded ones), newest first, filtered
+    as client_dead_letters."""
+    letters = client_dead_letters(kind=kind, fingerprint=fingerprint, q=q, owner=owner)
+    qs = letters.filter(status=DeadLetterStatus.SUPERSEDED) if superseded else open_unexpired(letters)
+    qs = qs.select_related("task", "superseded_by").only(
+        "status",
+        "superseded_by__public_id",
         "id",
         "task__public_id",
         "kind",

@@ -9,7 +9,8 @@ from deadletters.fingerprints import fingerprint
 from deadletters.models import DeadLetter, DeadLetterStatus
 from reports.models import ReportTask
 
-REPLAYABLE_STATUSES = (DeadLetterStatus.OPEN, DeadLetterStatus.ARCHIVED, DeadLetterStatus.DISCARDED)
+REPLAYABLE_STATUSES = (DeadLetterStatus.OPEN, DeadLetterStatus.ARCHIVED, DeadLetterStatus.DISCARDED,
+                       DeadLetterStatus.SUPERSEDED)
 
 
 class DeadLetterNotFound(Exception):

@@ -16,7 +16,7 @@ from django.utils import timezone
 from reports.errors import InvalidParams
 from reports.models import ApiToken, BatchStatus, ReportBatch, ReportTask, TaskStatus
 from reports.services.enqueue import enqueue_attempts_many, enqueue_batch_fan_out
-from reports.services.submission import validate_idempotency_key, validate_submission
+from reports.services.submission import params_digest, validate_idempotency_key, validate_submission
 from transport.queues import on_commit_robust
 
 logger = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def submit_batch(
     return batch, True
 
 
-VARYING = ("public_id", "kind", "params", "priority")
+VARYING = ("public_id", "kind", "params", "priority", "params_digest")
 
 
 def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, submitted_by: str) -> None:
@@ -193,8 +193,8 @@ def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, s
                 select_params.append(shared[f.attname])
         sql = (
             f"INSERT INTO {table} ({columns}) SELECT {', '.join(select)} "
-            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) "
-            "AS u(public_id, kind, params, priority)"
+            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+            "AS u(public_id, kind, params, priority, params_digest)"
         )
         with connection.cursor() as cursor:
             for start in range(0, len(cleaned), BULK_SIZE * 5):
@@ -204,6 +204,7 @@ def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, s
                     [kind for kind, _, _ in chunk],
                     [json.dumps(params) for _, params, _ in chunk],
                     [priority for _, _, priority in chunk],
+                    [params_digest(kind, params, batch.owner_id) for kind, params, _ in chunk],
                 ]
                 cursor.execute(sql, [*select_params, *arrays])
         return
@@ -216,6 +217,7 @@ def _insert_tasks(batch: ReportBatch, cleaned: list[tuple[str, dict, str]], *, s
             "kind": kind,
             "params": params_field.get_db_prep_save(params, connection),
             "priority": priority,
+            "params_digest": params_digest(kind, params, batch.owner_id),
         }
         rows.append([values[f.attname] for f in fields])
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"

@@ -38,7 +38,7 @@ from reports.services.counters import CANCELLATIONS, DEATHS, STOPS, bump_counter
 from reports.services.engine_sql import claimed_task, statements
 from reports.services.enqueue import enqueue_attempts_on_commit, enqueue_next_attempt_on_commit
 from reports.services.infra_waits import NOT_WAITING, charged_wait, infra_wait, waits_event
-from reports.services.submission import validate_submission
+from reports.services.submission import params_digest, validate_submission
 from reports.signals import task_died
 
 logger = logging.getLogger("reports.services")
@@ -299,7 +299,7 @@ def requeue_dead_task(*, task_id: int, params: dict | None = None) -> Requeued:
         if params is not None:
             cleaned = validate_submission(kind=task.kind, params=params, priority=task.priority)[1]
             if cleaned != task.params:
-                updates["params"] = cleaned
+                updates.update(params=cleaned, params_digest=params_digest(task.kind, cleaned, task.owner_id))
                 diff = {"before": task.params, "after": cleaned}
         requeued = ReportTask.objects.filter(pk=task_id, status=TaskStatus.DEAD).update(
             **_fresh_run(timezone.now()), **updates

@@ -1,5 +1,6 @@
 """Submitting a report task: validate, insert, enqueue once the row is committed."""
 
+import hashlib
 import json
 import logging
 from contextlib import nullcontext
@@ -85,6 +86,13 @@ def contains_nul(value) -> bool:
     return False
 
 
+def params_digest(kind: str, params: dict, owner_id: int | None) -> str:
+    """What makes two tasks the same report for supersession: kind, client (None: the operators)
+    and params, whatever the order of their keys."""
+    text = json.dumps([kind, owner_id, params], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+
+
 def validate_idempotency_key(key: object) -> str | None:
     if key is None or key == "":
         return None
@@ -115,6 +123,7 @@ def submit_task(
             task = ReportTask.objects.create(
                 kind=kind,
                 params=cleaned,
+                params_digest=params_digest(kind, cleaned, owner.pk if owner else None),
                 priority=priority,
                 max_attempts=settings.REPORT_MAX_ATTEMPTS,
                 timeout_seconds=settings.REPORT_JOB_TIMEOUT,

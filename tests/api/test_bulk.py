@@ -49,4 +49,4 @@ def test_a_user_allowed_only_to_replay_cannot_discard_or_steer_an_archive_run(dj
 
     # The replay itself is what this user may do.
     started = post(client, "/report/bulk/start", {"action": "replay", "reason": "fixed", "dry_run": True})
-    assert started.json() == {"dry_run": True, "count": 3}
+    assert started.json() == {"dry_run": True, "count": 3, "superseded": 0}

@@ -80,10 +80,12 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="count what would be replayed; change nothing"
         )
         parser.add_argument("--no-wait", action="store_true", help="start a filtered replay and return")
+        parser.add_argument("--include-superseded", action="store_true",
+                            help="replay superseded letters too (a later task of the same report ended done)")
         add_filter_options(parser)
 
     def handle(self, *args, ids, reason, actor, rate, canary, canary_success, at, patch, dry_run, no_wait,
-               verbosity, **options):
+               verbosity, include_superseded, **options):
         try:
             plan = {
                 "canary": validate_canary(canary, action="replay") or None,
@@ -99,11 +101,12 @@ class Command(BaseCommand):
         if ids and not planned:
             return self._replay_ids(ids, reason=reason, actor=actor, dry_run=dry_run)
         try:
-            selection = self._selection(ids, options)
+            selection = self._selection(ids, options, include_superseded)
         except InvalidBulkRequest as exc:
             raise CommandError(_option_message(exc)) from None
         if dry_run:
-            count = preview_bulk_action(selection=selection).count
+            preview = preview_bulk_action(selection=selection)
+            count = preview.count
             try:
                 if plan["canary"]:
                     check_canary_fits(plan["canary"], count)
@@ -112,6 +115,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 ngettext("%(n)d dead letter would be replayed", "%(n)d dead letters would be replayed", count)
                 % {"n": count}
+                + (_(" (%(n)d superseded left out: --include-superseded)") % {"n": preview.superseded}
+                   if preview.superseded else "")
             )
             if plan["params_patch"]:
                 self._preview_patch(selection, plan["params_patch"])
@@ -162,14 +167,16 @@ class Command(BaseCommand):
             self._follow(bulk.pk, verbosity)
 
     @staticmethod
-    def _selection(ids, options):
+    def _selection(ids, options, include_superseded):
         if ids:
-            return build_selection(action="replay", scope=SCOPE_SELECTED, ids=ids)
+            return build_selection(action="replay", scope=SCOPE_SELECTED, ids=ids,
+                                   include_superseded=include_superseded)
         filters = filters_from_options(options)
         if not filters.is_narrowed:
             raise CommandError(
                 _("name dead letters with --id or narrow the filter (--kind, --fingerprint, ...)"))
-        return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring())
+        return build_selection(action="replay", scope=SCOPE_FILTER, filter_qs=filters.querystring(),
+                               include_superseded=include_superseded)
 
     def _preview_patch(self, selection, patch) -> None:
         preview = preview_params_patch(selection, patch, can_see=True)
