@@ -385,11 +385,14 @@ _BROWSER = pytest.StashKey[str]()
 _NO_BROWSER = pytest.StashKey[str]()
 
 
-# Whole modules that never open the session's database (docs, layering, catalogue, linters of
-# the OpenAPI document, settings read in subprocesses): database_blind without a marker each.
+# Whole modules whose proof does not depend on the session's database (docs, layering, catalogue,
+# the OpenAPI document's linters and conformance, settings read in subprocesses): database_blind
+# without a marker each.
 _BLIND_MODULES = (
     "tests/docs/", "tests/test_layers.py", "tests/test_locale.py", "tests/api/test_openapi_lint.py",
     "tests/config/test_env.py", "tests/config/test_settings_count.py", "tests/config/test_backoff.py",
+    # Schemathesis checks the answers against the OpenAPI document: what it finds is the views'.
+    "tests/api/test_api_conformance.py",
 )
 
 
