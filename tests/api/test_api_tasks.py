@@ -297,6 +297,8 @@ def test_lists_open_unexpired_letters_newest_first(token_client, settings):
         "created_at": old.created_at.isoformat(),
         "expire_at": old.expire_at.isoformat(),
         "console_url": f"https://console.example/console/dead-letters/{old.pk}/",
+        "status": "open",
+        "superseded_by": None,
     }
 
 

@@ -252,7 +252,7 @@ def test_replay_of_unknown_task_ids_is_refused(token_client, url):
     [
         "limit=-1", "limit=0", f"limit={10**30}", "limit=abc", "limit=1.5", "limit=1&limit=2",
         "cursor=%FF%FE", "cursor=" + "A" * 5000, "cursor=-1", "fingerprint=xyz", "fingerprint=" + "a" * 41,
-        "kind=", "kind=" + "k" * 65, "bogus=1", "status=open",
+        "kind=", "kind=" + "k" * 65, "bogus=1", "status=gone",
     ],
 )
 def test_dead_letter_list_refuses_bad_queries(token_client, dead_task, query):
