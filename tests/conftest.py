@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -339,8 +340,14 @@ _worker_numbers = itertools.count(1)
 def start_worker(subprocess_env, redis_conn, tmp_path, request):
     """Factory: start_worker(**env) starts a worker process (RQ["WORKER_CLASS"], the pool worker,
     unless worker_class says otherwise; under `wrapper`, a command that execs the rest, if given)
-    and waits until it listens."""
+    and waits until it listens.
+
+    Workers do not promote due retries: the housekeeper does. Beside the first worker, the
+    housekeeper's own "due retries" duty runs in a thread of this process (its loop, its interval),
+    so a retry runs as it would in production without a housekeeper process per test; the tests
+    of the other duties start one (tests/housekeeper.py)."""
     started: list[WorkerProcess] = []
+    promoter = None
 
     def start(
         *, scheduler=True, queues=("high", "default", "low"), worker_class=None, name_prefix="test-worker",
@@ -353,13 +360,34 @@ def start_worker(subprocess_env, redis_conn, tmp_path, request):
             worker_class=worker_class, wrapper=wrapper,
         )
         started.append(worker)
+        nonlocal promoter
+        promoter = promoter or _DutyThread("due retries")
         return worker.wait_ready(redis_conn)
 
     yield start
+    if promoter is not None:
+        promoter.stop()
     for worker in started:
         worker.stop()
         if getattr(request.node, "rep_call_failed", False):
             print(f"--- log of {worker.name} ---\n{worker.output()[-6000:]}")
+
+
+class _DutyThread:
+    """One duty of the housekeeper (reports/housekeeper/loop.py), kept in a thread until stopped."""
+
+    def __init__(self, name: str):
+        from reports.housekeeper.duties import every_duty
+        from reports.housekeeper.loop import Housekeeper
+
+        (duty,) = [duty for duty in every_duty() if duty.name == name]
+        self.housekeeper = Housekeeper([duty])
+        self.thread = threading.Thread(target=self.housekeeper.keep, args=(duty,), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.housekeeper.stopping.set()
+        self.thread.join(30)
 
 
 @pytest.fixture
@@ -386,19 +414,24 @@ _NO_BROWSER = pytest.StashKey[str]()
 
 
 # Whole modules whose proof does not depend on the session's database (docs, layering, catalogue,
-# the OpenAPI document's linters and conformance, settings read in subprocesses): database_blind
+# the OpenAPI linters, settings read in subprocesses, `up` on its own SQLite): database_blind
 # without a marker each.
 _BLIND_MODULES = (
     "tests/docs/", "tests/test_layers.py", "tests/test_locale.py", "tests/api/test_openapi_lint.py",
     "tests/config/test_env.py", "tests/config/test_settings_count.py", "tests/config/test_backoff.py",
-    # Schemathesis checks the answers against the OpenAPI document: what it finds is the views'.
-    "tests/api/test_api_conformance.py",
+    "tests/system/test_up.py",
 )
 
 
-def _database_blind(item) -> bool:
-    path = item.path.relative_to(BASE_DIR).as_posix()
-    return bool(item.get_closest_marker("database_blind")) or path.startswith(_BLIND_MODULES)
+def _blind_session(item) -> str | None:
+    """The one CI session that runs a database_blind test: its marker's `on`, else SQLite's; None
+    for a test whose proof does depend on the database."""
+    marker = item.get_closest_marker("database_blind")
+    if marker is not None:
+        return marker.kwargs.get("on", "sqlite")
+    if item.get_closest_marker("browser"):  # what a page looks like and does: the views' tests run on both
+        return "sqlite"
+    return "sqlite" if item.path.relative_to(BASE_DIR).as_posix().startswith(_BLIND_MODULES) else None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -408,12 +441,13 @@ def pytest_collection_modifyitems(config, items):
     Find (or install) the browser once, before any test runs, and only when browser tests are
     selected. Without one, the first browser test fails with the one line that says what to do and
     the others are deselected: the run fails, and says why once."""
-    if os.environ.get("TESTS_SKIP_DATABASE_BLIND") == "1":
-        # CI's second session (the same suite on the other database) leaves out the tests whose
-        # proof does not depend on the database: they ran in the first.
-        blind = [item for item in items if _database_blind(item)]
-        items[:] = [item for item in items if not _database_blind(item)]
-        config.hook.pytest_deselected(items=blind)
+    if os.environ.get("TESTS_SPLIT_DATABASE_BLIND") == "1":
+        # CI's two sessions (the same suite on each database) run a test whose proof does not
+        # depend on the database once, in the session its marker names.
+        session = "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
+        elsewhere = [item for item in items if _blind_session(item) not in (None, session)]
+        items[:] = [item for item in items if _blind_session(item) in (None, session)]
+        config.hook.pytest_deselected(items=elsewhere)
     items.sort(key=lambda item: not (item.get_closest_marker("browser") or item.get_closest_marker("slow")))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
     if not browser_items:

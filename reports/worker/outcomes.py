@@ -16,7 +16,7 @@ from config.observability import log_context
 from reports.errors import FailureInfo, WorkHorseKilled, error_type_name
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.outputs import remove_attempt_output, remove_other_attempts_output, remove_output, remove_scratch
-from reports.services import complete_task, promote_due_retries, record_attempt_failure, renew_lease
+from reports.services import complete_task, record_attempt_failure, renew_lease
 from reports.worker import report_job
 
 logger = logging.getLogger("reports.worker")
@@ -79,8 +79,6 @@ def _record(task: ReportTask, result: "report_job.RunResult", tries: int) -> Non
         remove_attempt_output(str(task.public_id), task.attempt)
         if result.status == report_job.ABANDONED:
             remove_scratch(str(task.public_id), task.attempt)
-    if status == TaskStatus.RETRYING:
-        promote_due()  # a retry due at once (no backoff) runs without waiting for a loop
 
 
 def record_interrupted(task: ReportTask, exc: BaseException) -> None:
@@ -89,18 +87,6 @@ def record_interrupted(task: ReportTask, exc: BaseException) -> None:
     message = f"the worker stopped while the attempt ran ({type(exc).__name__}: {exc})"[:500]
     failure = FailureInfo(error_type_name(WorkHorseKilled()), message, "", retriable=True)
     record(task, report_job.RunResult(report_job.ABANDONED, failure=failure), tries=1)
-
-
-def promote_due() -> int:
-    """Enqueue the retries that are due (the engine's promote_due_retries); never raises."""
-    try:
-        return promote_due_retries()
-    except DatabaseError as exc:
-        logger.error("promoting due retries failed: %s", exc)
-        connection.close()
-    except Exception:
-        logger.exception("promoting due retries failed")
-    return 0
 
 
 def _with_retries(what: str, task: ReportTask, step, tries: int):

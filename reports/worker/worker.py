@@ -36,7 +36,6 @@ logger = logging.getLogger("reports.worker")
 
 POLL_SECONDS = 0.02  # idle horses, attempts in flight, empty queues: how often to look again
 AHEAD_SECONDS = 0.02  # how long jobs taken ahead wait for a horse before they go back
-PROMOTE_EVERY_SECONDS = 0.5
 SUSPENSION_CHECK_SECONDS = 1.0
 CLAIM_FAILURE_WAITS = doubling(0.5, 10.0)  # a database that refuses claims is not asked at full speed
 
@@ -54,7 +53,7 @@ class ReportWorker(Worker):
         self._starting: list[Running] = []  # handed over; RQ not told yet
         self._results: list[tuple[Running, report_job.RunResult]] = []  # to record after the hand-overs
         self._ended: list[rq_bridge.Ended] = []  # recorded; RQ not told yet
-        self._next_beat = self._next_promote = self._next_suspension_check = 0.0
+        self._next_beat = self._next_suspension_check = 0.0
         self._ahead: list = []  # (job, queue) taken ahead while every horse was busy
         self._ahead_until, self._may_take_ahead = 0.0, False
         self._suspended = False
@@ -207,7 +206,7 @@ class ReportWorker(Worker):
     # --- results, deaths, beats, overruns ----------------------------------------------------
 
     def _serve(self, timeout: float) -> None:
-        """Wait up to `timeout` for results and deaths; beat, promote, kill overrunning horses."""
+        """Wait up to `timeout` for results and deaths; beat, kill overrunning horses."""
         pool = self._horses()
         watched = [fd for horse in pool for fd in (horse.pidfd, horse.results_fd) if (fd or -1) >= 0]
         ready = set(horses.wait_readable(watched, timeout))
@@ -229,9 +228,6 @@ class ReportWorker(Worker):
         if moment >= self._next_beat:
             self._next_beat = moment + settings.REPORT_HEARTBEAT_SECONDS
             self._beat()
-        if moment >= self._next_promote:
-            self._next_promote = moment + PROMOTE_EVERY_SECONDS
-            outcomes.promote_due()
         self._retiring = [horse for horse in self._retiring if not horse.gone()]
 
     def _on_result(self, horse: Horse, frame: bytes) -> None:
@@ -329,7 +325,7 @@ class ReportWorker(Worker):
             self._idle.append(horses.fork_horse(self._horses() + self._retiring))
 
     def _beat_wait(self) -> float:
-        until = min(self._next_beat, self._next_promote, self._ahead_until if self._ahead else float("inf"))
+        until = min(self._next_beat, self._ahead_until if self._ahead else float("inf"))
         return max(until - time.monotonic(), 0.001 if self._ahead else 0.01)
 
     def _take_ahead(self) -> None:

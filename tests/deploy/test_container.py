@@ -169,7 +169,7 @@ def wait_for(what: str, check, timeout: float):
         time.sleep(0.5)
 
 
-@pytest.mark.database_blind
+@pytest.mark.database_blind(on="postgresql")  # the image brings its own database
 @pytest.mark.slow
 def test_the_image_builds_without_a_registry_and_compose_runs_the_whole_system(tmp_path):
     install_tools()

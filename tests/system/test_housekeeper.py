@@ -65,6 +65,7 @@ def test_a_redis_stopped_and_started_again_is_ridden_out(start_housekeeper, tmp_
         server.stop()
 
 
+@pytest.mark.database_blind  # a PostgreSQL of its own
 def test_a_postgresql_stopped_and_started_again_is_ridden_out(start_housekeeper, subprocess_env, redis_conn,
                                                               tmp_path):
     database = PrivatePostgres().start()

@@ -23,7 +23,8 @@ from reports.models import ReportTask, TaskStatus
 from tests.conftest import BASE_DIR, make_death, wait_until
 from tests.dingtalk_fake import FakeClock
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The channels' limits, not the database, are what a storm tests.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.database_blind]
 LIMITS = {"feishu": [(60, 100), (1, 5)], "wecom": [(60, 20)], "slack": [(1, 1), (60, 60)]}
 
 
