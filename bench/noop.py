@@ -1,4 +1,4 @@
-"""The bare-RQ side of bench/pipeline_overhead.py: a job that does nothing."""
+"""The bare-RQ side of bench/throughput.py: a job that does nothing."""
 
 
 def noop(*args, **kwargs):

@@ -10,7 +10,7 @@ its default intervals (REAPER_INTERVAL, 5 s), against 2 `manage.py rqworker` pro
     -> the attempt recorded `abandoned` (retry decided) and -> the next attempt running (claimed
     by a worker). The retry backoff is set to 1 s (no jitter), so "decided -> running" shows what
     promoting a due retry costs beyond its backoff, whichever process died: the due time is on
-    the task row (reports/services/due_retries.py), not in a scheduler's lock.
+    the task row (reports/services/engine.py), promoted by the housekeeper, not in a scheduler's lock.
 (b) A task's final failure (the dead letter's created_at) -> the request at a local fake DingTalk
     robot (tests/dingtalk_fake.py), delivered by the send job the death kicks onto the `high` queue.
 

@@ -3,6 +3,7 @@ compare it with, in alternating rounds on one machine, each with its own broker:
 
   ours 1x2    PoolReportWorker, 1 worker process, REPORT_WORKER_CONCURRENCY=2 (the database asked)
   ours 2x1    PoolReportWorker, 2 worker processes of 1 horse each
+  ours fork   the same with REPORT_HORSE_MAX_TASKS=1: a fork per task, as bare rq.Worker does
   rq          bare rq.Worker x 2 (a fork per job), Redis
   rq-simple   bare rq.SimpleWorker x 2, Redis
   celery, dramatiq, procrastinate   bench/rivals.py, each in its own virtualenv under
@@ -50,7 +51,8 @@ def main() -> None:
     p = _common.parser(__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--variants", default="ours-1x2,ours-2x1,rq,rq-simple,celery,dramatiq,procrastinate")
+    p.add_argument("--variants",
+                   default="ours-1x2,ours-2x1,ours-fork,rq,rq-simple,celery,dramatiq,procrastinate")
     p.add_argument("--procrastinate-postgres",
                    help="PostgreSQL server URL for Procrastinate when ours runs on SQLite")
     args = p.parse_args()
@@ -102,12 +104,13 @@ def run(bench, args) -> None:
             if proc.wait() != 0:
                 raise SystemExit(f"a worker exited with {proc.returncode}; logs in {bench.tmp}")
 
-    def ours(processes: int, concurrency: int) -> float:
+    def ours(processes: int, concurrency: int, **env) -> float:
         conn.flushall()
         first_new = (ReportTask.objects.order_by("-pk").values_list("pk", flat=True).first() or 0) + 1
         for _ in range(n):
             submit_task(kind="probe", params={"write_output": False})
-        workers(f"ours-{processes}x{concurrency}", processes, POOL, REPORT_WORKER_CONCURRENCY=concurrency)
+        workers(f"ours-{processes}x{concurrency}", processes, POOL,
+                REPORT_WORKER_CONCURRENCY=concurrency, **env)
         done = ReportTask.objects.filter(pk__gte=first_new, status=TaskStatus.DONE).count()
         if done != n:
             raise SystemExit(f"only {done} of {n} tasks are done; logs in {bench.tmp}")
@@ -149,6 +152,7 @@ def run(bench, args) -> None:
     runners = {
         "ours-1x2": lambda: ours(1, 2),
         "ours-2x1": lambda: ours(2, 1),
+        "ours-fork": lambda: ours(2, 1, REPORT_HORSE_MAX_TASKS=1),
         "rq": lambda: bare("rq.Worker"),
         "rq-simple": lambda: bare("rq.SimpleWorker"),
         "celery": lambda: rival("celery"),
