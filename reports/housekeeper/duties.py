@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from reports.housekeeper import reaper
-from reports.services import breakers, concurrency, promote_due_retries
+from reports.services import breakers, concurrency, promote_due_retries, take_back_lapsed
 from reports.services.batches import aggregate_batches
 
 
@@ -41,7 +41,7 @@ def every_duty() -> list[Duty]:
         # The due time of a retry lives on its row: promoted within a second of it.
         Duty("due retries", 0.5, promote_due_retries),
         # A worker killed whole is noticed within REPORT_LEASE_SECONDS + REAPER_INTERVAL.
-        Duty("lapsed leases", recovery, reaper.take_back_lapsed_leases),
+        Duty("lapsed leases", recovery, take_back_lapsed),
         Duty("lost jobs", recovery, reaper.reenqueue_lost_jobs),
         # Tasks waiting for a per-kind slot that a lapsed lease freed.
         Duty("capped tasks", recovery, concurrency.wake_all),

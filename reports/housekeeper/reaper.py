@@ -1,4 +1,5 @@
-"""The reaper: what crashed workers and lost Redis jobs leave behind, as two housekeeper duties.
+"""The reaper: what crashed workers and lost Redis jobs leave behind, as two housekeeper duties
+(duties.py): lapsed leases are the engine's take_back_lapsed, lost jobs are found here.
 
 Both are idempotent and safe from several processes at once (the conditional UPDATEs decide; a
 Redis lock only spares duplicate enqueues when several housekeepers wake together):
@@ -8,13 +9,9 @@ Redis lock only spares duplicate enqueues when several housekeepers wake togethe
   worker lives is recorded by the worker at once; it never waits for the reaper.)
 - pending/retrying tasks overdue by REPORT_REENQUEUE_AFTER whose RQ job is gone (flushed,
   restarted, failed over, or popped by a worker that died before registering it): enqueued again.
-
-`reap_tasks` is one pass of both, the due retries first, where a caller wants the three at once
-(the recovery tests).
 """
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -22,7 +19,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reports.models import PausedKind, ReportTask, TaskStatus
-from reports.services import promote_due_retries, take_back_lapsed
 from reports.services.enqueue import enqueue_attempt, job_id_for
 from reports.services.pausing import parked_task_ids
 from transport.connection import redis_connection
@@ -31,32 +27,6 @@ from transport.queues import job_ids_waiting, job_states
 logger = logging.getLogger("reports.services")
 
 LOCK_KEY = "reports:reaper-lock"
-
-
-@dataclass
-class ReapReport:
-    abandoned: int = 0
-    reenqueued: int = 0
-    promoted: int = 0
-    skipped_locked: bool = False
-
-
-def reap_tasks(*, now: datetime | None = None, batch_size: int = 500, use_lock: bool = True) -> ReapReport:
-    """One pass: due retries promoted, lapsed leases taken back, lost jobs enqueued again."""
-    # Promoted before the recovery: an attempt taken back is retried from the next pass, so a
-    # pass never both recovers and resends the same task.
-    report = ReapReport(promoted=promote_due_retries(now=now, limit=batch_size))
-    report.abandoned = take_back_lapsed_leases(now=now, batch_size=batch_size)
-    reenqueued = reenqueue_lost_jobs(now=now, batch_size=batch_size, use_lock=use_lock)
-    report.skipped_locked = reenqueued is None
-    report.reenqueued = reenqueued or 0
-    return report
-
-
-def take_back_lapsed_leases(*, now: datetime | None = None, batch_size: int = 500) -> int:
-    """Count every running attempt whose lease lapsed as abandoned (the engine's take-back);
-    how many this call took back."""
-    return take_back_lapsed(now=now, limit=batch_size)
 
 
 def reenqueue_lost_jobs(

@@ -4,9 +4,9 @@ later). A Redis error that reaches a view is a JSON 503 (tests/config/test_unava
 import pytest
 
 from config.embedded_redis import free_port
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services.enqueue import job_id_for
+from tests.reaping import reap_tasks
 from transport.queues import job_ids_waiting, job_states
 
 

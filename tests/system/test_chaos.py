@@ -27,10 +27,10 @@ from redis.exceptions import RedisError
 
 from deadletters.alerts import sender
 from deadletters.models import Alert, AlertMessage, AlertStatus, DeadLetter, DeadLetterStatus
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import submit_task
 from tests.conftest import children_of, wait_until
+from tests.reaping import reap_tasks
 from transport.connection import _redis
 
 pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]

@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 
 from reports.errors import LeaseExpired, error_type_name
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import FailureInfo, record_attempt_failure, submit_task
 from tests.conftest import horse_pid_of_running_attempt, wait_until
+from tests.reaping import reap_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

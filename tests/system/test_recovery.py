@@ -12,7 +12,6 @@ from django.db import connection
 from django.utils import timezone
 
 from deadletters.models import DeadLetter
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import claim_task, submit_task
 from reports.services.enqueue import enqueue_attempt
@@ -22,6 +21,7 @@ from tests.conftest import (
     wait_until,
     worker_pid_of_running_attempt,
 )
+from tests.reaping import reap_tasks
 from transport.connection import _redis
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,6 @@ import signal
 import pytest
 from django.core.files.storage import storages
 
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskStatus
 from reports.services import submit_task
 from tests.conftest import (
@@ -19,6 +18,7 @@ from tests.conftest import (
     wait_until,
     work_horse_of,
 )
+from tests.reaping import reap_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

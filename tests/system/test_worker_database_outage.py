@@ -8,10 +8,10 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import F
 
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services import submit_task
 from tests.conftest import wait_until
+from tests.reaping import reap_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

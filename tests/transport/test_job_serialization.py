@@ -7,10 +7,10 @@ import zlib
 import pytest
 from rq import Queue
 
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import ReportTask, TaskStatus
 from reports.services import submit_task
 from tests.conftest import wait_until
+from tests.reaping import reap_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

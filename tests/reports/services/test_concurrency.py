@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import AttemptOutcome, ReportTask, TaskAttempt, TaskStatus
 from reports.services import concurrency, submit_task
 from reports.services.batches import submit_batch
 from tests.conftest import horse_pid_of_running_attempt, wait_until
+from tests.reaping import reap_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

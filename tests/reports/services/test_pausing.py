@@ -7,11 +7,11 @@ from rq.job import Job
 
 from deadletters.models import AuditEntry, DeadLetter
 from deadletters.services.kind_pauses import pause_kind, resume_kind
-from reports.housekeeper.reaper import reap_tasks
 from reports.models import PausedKind, ReportTask, TaskAttempt, TaskStatus
 from reports.services import ClaimDeferred, claim_task, submit_task
 from reports.services.pausing import KindNotPaused
 from tests.conftest import wait_until
+from tests.reaping import reap_tasks
 from transport.serializer import JobSerializer
 
 pytestmark = pytest.mark.django_db(transaction=True)
