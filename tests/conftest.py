@@ -445,9 +445,9 @@ def pytest_collection_modifyitems(config, items):
         # CI's two sessions (the same suite on each database) run a test whose proof does not
         # depend on the database once, in the session its marker names.
         session = "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
-        elsewhere = [item for item in items if _blind_session(item) not in (None, session)]
-        items[:] = [item for item in items if _blind_session(item) in (None, session)]
-        config.hook.pytest_deselected(items=elsewhere)
+        here = {item for item in items if _blind_session(item) in (None, session)}
+        config.hook.pytest_deselected(items=[item for item in items if item not in here])
+        items[:] = [item for item in items if item in here]
     items.sort(key=lambda item: not (item.get_closest_marker("browser") or item.get_closest_marker("slow")))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
     if not browser_items:
