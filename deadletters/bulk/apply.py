@@ -121,7 +121,7 @@ def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
         .values_list("pk", "task_id")
     ):
         acting.setdefault(task_id, letter_id)
-    edits: dict[int, tuple[dict, dict]] = {}  # task id -> its new params and their diff
+    edits: dict[int, tuple[dict, dict, str]] = {}  # task id -> its new params, their diff and digest
     if bulk.params_patch:
         acting, edits, refusals = patch_batch(bulk.params_patch, acting)
         refused += refusals
@@ -147,27 +147,30 @@ def _replay(bulk: BulkAction, ids: list[int], now, refused: list[dict]) -> int:
         if task_id not in newest or (created_at, pk) > newest[task_id]:
             newest[task_id] = (created_at, pk)
     details = {pk: {"dead_letter": acting[pk], "bulk": str(bulk.public_id)} for pk in replayed_tasks}
-    for task_id, (_after, diff) in edits.items():
+    for task_id, (_after, diff, _digest) in edits.items():
         details[task_id]["params_diff"] = diff  # what an edited single-letter replay records
     _insert_audit(bulk, "replay", [(pk, newest[pk][1], details[pk]) for pk in replayed_tasks], now)
     return len(replayed_tasks)
 
 
-def _set_params(edits: dict[int, tuple[dict, dict]]) -> None:
-    """Each task's own new params: one statement from two arrays on PostgreSQL, one prepared UPDATE
-    run for each task elsewhere."""
+def _set_params(edits: dict[int, tuple[dict, dict, str]]) -> None:
+    """Each task's own new params and their digest (as an edited single replay writes them): one
+    statement from three arrays on PostgreSQL, one prepared UPDATE run for each task elsewhere."""
     table = connection.ops.quote_name(ReportTask._meta.db_table)
-    rows = [(pk, json.dumps(after)) for pk, (after, _diff) in edits.items()]
+    rows = [(pk, json.dumps(after), digest) for pk, (after, _diff, digest) in edits.items()]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"UPDATE {table} SET params = u.params::jsonb FROM unnest(%s::bigint[], %s::text[]) "
-                f"AS u(id, params) WHERE {table}.id = u.id AND {table}.status = %s",
-                [[pk for pk, _ in rows], [params for _, params in rows], TaskStatus.PENDING],
+                f"UPDATE {table} SET params = u.params::jsonb, params_digest = u.digest "
+                f"FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, params, digest) "
+                f"WHERE {table}.id = u.id AND {table}.status = %s",
+                [[row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows],
+                 TaskStatus.PENDING],
             )
         else:
-            cursor.executemany(f"UPDATE {table} SET params = %s WHERE id = %s AND status = %s",
-                               [(params, pk, TaskStatus.PENDING) for pk, params in rows])
+            cursor.executemany(
+                f"UPDATE {table} SET params = %s, params_digest = %s WHERE id = %s AND status = %s",
+                [(params, digest, pk, TaskStatus.PENDING) for pk, params, digest in rows])
 
 
 _TRANSITIONS = {

@@ -21,6 +21,7 @@ from reports.errors import InvalidParams
 from reports.kinds.masking import params_for_display
 from reports.models import ReportTask, TaskStatus
 from reports.services import contains_nul, validate_submission
+from reports.services.submission import params_digest
 
 NAMES_MAX = 20  # params each operation names at most
 NAME = re.compile(r"\*|[A-Za-z0-9_.-]{1,64}")  # a param's name, or * (every text param)
@@ -124,12 +125,12 @@ def refusal(letter_id: int, exc: InvalidParams) -> dict:
 
 def patch_batch(patch: dict, acting: dict[int, int]) -> tuple[dict[int, int], dict, list[dict]]:
     """Patch and validate the dead tasks of `acting` (task id -> its acting letter), their rows locked
-    in id order until the batch commits: (the tasks to replay, {task id: (new params, diff)} of those
-    the patch changes, the refused letters)."""
+    in id order until the batch commits: (the tasks to replay, {task id: (new params, diff, their
+    params_digest)} of those the patch changes, the refused letters)."""
     replay, edits, refused = {}, {}, []
     rows = (ReportTask.objects.select_for_update().filter(pk__in=list(acting), status=TaskStatus.DEAD)
-            .order_by("pk").values_list("pk", "kind", "params", "priority"))
-    for task_id, task_kind, params, priority in rows:
+            .order_by("pk").values_list("pk", "kind", "params", "priority", "owner_id"))
+    for task_id, task_kind, params, priority, owner_id in rows:
         try:
             after, diff = patch_task(task_kind, params, priority, patch)
         except InvalidParams as exc:
@@ -137,7 +138,7 @@ def patch_batch(patch: dict, acting: dict[int, int]) -> tuple[dict[int, int], di
             continue
         replay[task_id] = acting[task_id]
         if diff:
-            edits[task_id] = (after, diff)
+            edits[task_id] = (after, diff, params_digest(task_kind, after, owner_id))
     return replay, edits, refused
 
 

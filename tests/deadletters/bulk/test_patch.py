@@ -14,6 +14,7 @@ from deadletters.bulk.patch import apply_params_patch, parse_params_patch, previ
 from deadletters.bulk.selection import InvalidBulkRequest, build_selection
 from deadletters.models import AuditEntry, BulkAction, BulkActionStatus, DeadLetter, DeadLetterStatus
 from reports.models import ReportTask, TaskStatus
+from reports.services.submission import params_digest
 from tests.deadletters.bulk.test_actions import run
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +88,19 @@ def test_a_patch_over_a_thousand_letters_replays_the_valid_with_new_params_and_r
         "before": {"format": "csv", "date_from": "2026-10-01", "date_to": "2026-10-30"},
         "after": {"format": "xlsx", "date_from": "2026-11-01", "date_to": "2026-11-30"},
     }
+
+
+def test_a_patched_task_carries_the_digest_of_its_new_params():
+    """Supersession matches reports by params_digest: a patched task is the new report, as after an
+    edited single replay, not the old one."""
+    sales_letters(3, invalid=0)
+    selection = build_selection(action="replay", scope="filter", filter_qs="kind=sales_summary")
+    bulk, _ = start_bulk_action(selection=selection, actor="alice", ip_address="10.0.0.9", reason="moved",
+                                rate_per_second=1000, pause_threshold=1.0, params_patch=PATCH)
+    assert run(bulk) == BulkActionStatus.COMPLETED
+    tasks = ReportTask.objects.filter(kind="sales_summary")
+    assert tasks.count() == 3
+    assert all(t.params_digest == params_digest(t.kind, t.params, t.owner_id) for t in tasks)
 
 
 @pytest.mark.parametrize(
