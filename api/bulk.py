@@ -37,6 +37,7 @@ from deadletters.bulk.watch import replay_outcome, replay_outcome_by_cause
 from deadletters.filters import FILTER_PARAMS
 from deadletters.models import BulkAction, BulkActionKind, permission_for
 from reports.kinds import KINDS
+from reports.kinds.masking import patch_for_display
 from reports.models import ApiScope
 
 BULK_PERMISSION = "deadletters.view_bulkaction"  # and the action's own: _check_action
@@ -50,7 +51,7 @@ REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # a params patc
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
 
 
-def bulk_status_body(bulk: BulkAction) -> dict:
+def bulk_status_body(bulk: BulkAction, *, can_see: bool) -> dict:
     body = {
         "id": str(bulk.public_id),
         "action": bulk.action,
@@ -72,7 +73,7 @@ def bulk_status_body(bulk: BulkAction) -> dict:
         "outcome_by_cause": None,
         "outcome_by_cause_limited": False,
         "canary": canary_body(bulk),
-        "params_patch": bulk.params_patch,
+        "params_patch": patch_for_display(bulk.params_patch, can_see=can_see),
         "refused": bulk.refused,
         "refusals": bulk.refusals,
     }
@@ -223,14 +224,14 @@ def bulk_start(request):
         raise ApiError(422, str(exc), "filter" if exc.field == "filter_qs" else exc.field) from None
     except ReasonRequired as exc:
         raise ApiError(422, str(exc), "reason") from None
-    response = JsonResponse(bulk_status_body(bulk), status=202)
+    response = JsonResponse(bulk_status_body(bulk, can_see=request.api_client.can_see_params), status=202)
     response["Location"] = reverse("api:bulk-status", args=[bulk.public_id])
     return response
 
 
 @api_endpoint(methods=("GET",), scope=ApiScope.OPERATOR, permission="deadletters.view_bulkaction")
 def bulk_status(request, bulk_id):
-    return JsonResponse(bulk_status_body(_bulk_or_404(bulk_id)))
+    return JsonResponse(bulk_status_body(_bulk_or_404(bulk_id), can_see=request.api_client.can_see_params))
 
 
 def _control(change):
@@ -251,7 +252,7 @@ def _control(change):
             raise ApiError(409, str(exc)) from None
         except InvalidBulkRequest as exc:
             raise ApiError(422, str(exc), "rate_per_second") from None
-        return JsonResponse(bulk_status_body(bulk))
+        return JsonResponse(bulk_status_body(bulk, can_see=request.api_client.can_see_params))
 
     view.__name__ = change.__name__
     return view

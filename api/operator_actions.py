@@ -142,7 +142,7 @@ def _scheduled_replay(request, letter_id: int, reason: str, data: dict):
     except ReasonRequired as exc:
         raise ApiError(422, str(exc), "reason") from None
     body = {"ok": True, "id": letter_id, "task_id": str(letter.task.public_id),
-            "scheduled": bulk_status_body(bulk)}
+            "scheduled": bulk_status_body(bulk, can_see=request.api_client.can_see_params)}
     response = JsonResponse(body, status=202)
     response["Location"] = reverse("api:bulk-status", args=[bulk.public_id])
     return response

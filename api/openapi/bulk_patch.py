@@ -25,7 +25,8 @@ def _params_patch() -> dict:
         "edit of the params of every task the run replays. `remove` drops params, `set` gives params a "
         "value, `replace` swaps text inside a param's text (the name `*`: inside every text param), in "
         "that order; each task's result is validated by its kind, and a task it makes invalid is not "
-        "replayed (`refused`, `refusals`).",
+        "replayed (`refused`, `refusals`). In a run's answer its values show as `•••` unless the caller "
+        "may see params (the `params` scope, or `deadletters.view_params`).",
         "properties": {
             "set": _named({"anyOf": [text, {"type": ["number", "boolean", "null"]}]}),
             "replace": _named({

@@ -8,7 +8,7 @@ from django.utils.translation import gettext as _
 from console.access import AUDIT_VIEW_PERMISSION, console_view
 from console.views.common import pager_context, param, parse_cursor, pretty_json, sees_params, wants_partial
 from deadletters.selectors import audit as audit_selectors
-from reports.kinds.masking import params_for_display
+from reports.kinds.masking import params_for_display, patch_for_display
 
 
 def decorate_audit(entries, *, can_see: bool) -> list:
@@ -23,6 +23,8 @@ def decorate_audit(entries, *, can_see: bool) -> list:
             diff = {side: params_for_display(diff.get(side), kind, can_see=can_see)
                     for side in ("before", "after")}
             details = {**details, "params_diff": diff}
+        if details.get("params_patch"):  # a bulk replay's patch (its start entry)
+            details = {**details, "params_patch": patch_for_display(details["params_patch"], can_see=can_see)}
         entry.bulk_public_id = _uuid_or_none(details.get("bulk"))
         # A bulk replay of one letter at a time is what the letter's "Replay later…" made.
         later = (entry.action == "bulk_replay" and details.get("start_at")

@@ -20,7 +20,7 @@ from console.access import BULK_VIEW_PERMISSION, REPLAY_EDIT_PERMISSION, console
 from console.forms import ReasonForm
 from console.refusals import bulk_conflict, bulk_request_refusal
 from console.views.bulk_plans import field_message, patch_context, plan_from_form, zone_context
-from console.views.common import actor, filter_values, pretty_json, render_conflict
+from console.views.common import actor, filter_values, pretty_json, render_conflict, sees_params
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
 from deadletters.bulk.canary import canary_view
 from deadletters.bulk.control import (
@@ -45,6 +45,7 @@ from deadletters.bulk.selection import (
 from deadletters.bulk.watch import died_again_causes, replay_outcome, replay_outcome_by_cause
 from deadletters.filters import InvalidFilter
 from deadletters.models import BulkAction, BulkActionKind, BulkActionStatus, permission_for
+from reports.kinds.masking import patch_for_display
 
 
 def _list_url(filter_qs: str) -> str:
@@ -256,7 +257,7 @@ def bulk_list(request):
     )
 
 
-def _bulk_context(bulk: BulkAction) -> dict:
+def _bulk_context(bulk: BulkAction, *, can_see: bool) -> dict:
     """The run's progress and, for a replay, what its replays led to. The run itself completes in
     seconds; its tasks settle later, so the page keeps following them until each is done or dead."""
     finished = bulk.status in FINISHED_STATUSES
@@ -279,7 +280,8 @@ def _bulk_context(bulk: BulkAction) -> dict:
         "outcome_by_cause_limited": by_cause_limited,
         "canary": canary_view(bulk),
         "zone_offset": zone_context()["zone_offset"],
-        "patch_json": pretty_json(bulk.params_patch) if bulk.params_patch else "",
+        "patch_json": pretty_json(patch_for_display(bulk.params_patch, can_see=can_see))
+        if bulk.params_patch else "",
     }
 
 
@@ -287,7 +289,7 @@ def _bulk_context(bulk: BulkAction) -> dict:
 @console_view(BULK_VIEW_PERMISSION)
 def bulk_detail(request, public_id):
     bulk = get_object_or_404(BulkAction, public_id=public_id)
-    context = _bulk_context(bulk)
+    context = _bulk_context(bulk, can_see=sees_params(request))
     context["can_act"] = request.user.has_perm(permission_for(bulk.action))
     context["max_rate"] = settings.BULK_ACTION_MAX_RATE
     if request.htmx and not request.htmx.boosted:

@@ -7,7 +7,7 @@ real values, and it takes them out of the error and traceback it stores (masked_
 from dataclasses import replace
 
 from reports.errors import FailureInfo
-from reports.kinds import get_kind
+from reports.kinds import KINDS, get_kind
 
 MASK = "•••"
 # A shorter sensitive value is not looked for in texts: it would mask line numbers and words.
@@ -24,6 +24,28 @@ def params_for_display(params: dict, kind: str, *, can_see: bool) -> dict:
     params = params if isinstance(params, dict) else {}
     hidden = _sensitive_keys(kind) if can_see else params.keys()
     return {key: MASK if key in hidden else value for key, value in params.items()}
+
+
+def patch_for_display(patch: dict | None, *, can_see: bool) -> dict | None:
+    """A params patch (deadletters.bulk.patch) as a face shows it: its keys, and the values it sets
+    and the texts it replaces as params_for_display shows values (a patch may cross kinds: a key any
+    kind holds sensitive is masked for everyone)."""
+    if not isinstance(patch, dict):
+        return patch
+    hidden = frozenset().union(*(kind.sensitive_keys for kind in KINDS.values())) if can_see else None
+
+    def shown(key, value):
+        return MASK if hidden is None or key in hidden else value
+
+    shown_patch = dict(patch)
+    if isinstance(patch.get("set"), dict):
+        shown_patch["set"] = {key: shown(key, value) for key, value in patch["set"].items()}
+    if isinstance(patch.get("replace"), dict):
+        shown_patch["replace"] = {
+            key: {side: shown(key, text) for side, text in rule.items()} if isinstance(rule, dict) else rule
+            for key, rule in patch["replace"].items()
+        }
+    return shown_patch
 
 
 def unmask_params(edited: dict, stored: dict) -> dict:

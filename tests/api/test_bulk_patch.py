@@ -3,6 +3,7 @@ the run that keeps the patch, a patch that is not an object, and the edit permis
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.urls import reverse
 
 from deadletters.models import BulkAction
 from tests.api.test_bulk import post, session
@@ -66,3 +67,28 @@ def test_a_patch_that_is_not_a_patch_object_is_a_422_naming_the_field(django_use
             assert refused.status_code == 422, (patch, refused.content)
             assert refused.json()["field"] == "params_patch"
     assert not BulkAction.objects.exists()
+
+
+def test_a_runs_patch_shows_its_values_only_to_whoever_may_see_params(django_user_model):
+    """The patch's values are param values: masked without deadletters.view_params, on the run's
+    answer, its page and its audit entry, as the dry run's sample is."""
+    sales_letters(2, invalid=0)
+    replayer = session(django_user_model, *REPLAY, "deadletters.replay_edited_deadletter",
+                       "deadletters.view_auditentry")
+    started = post(replayer, "/report/bulk/start", {"action": "replay", "filter": FILTER, "reason": "moved",
+                                                      "params_patch": PATCH})
+    assert started.status_code == 202, started.content
+    masked = {"set": {"format": "•••"}, "replace": {"*": {"from": "•••", "to": "•••"}}}
+    assert started.json()["params_patch"] == masked
+    bulk = BulkAction.objects.get()
+    assert replayer.get(f"/report/bulk/{bulk.public_id}/status").json()["params_patch"] == masked
+    page = replayer.get(reverse("console:bulk-detail", args=[bulk.public_id])).content.decode()
+    assert "xlsx" not in page and "•••" in page
+    audit = replayer.get(reverse("console:audit")).content.decode()
+    assert "bulk_replay" in audit and "xlsx" not in audit
+
+    django_user_model.objects.get(username="replayer").user_permissions.add(
+        Permission.objects.get(content_type__app_label="deadletters", codename="view_params"))
+    assert replayer.get(f"/report/bulk/{bulk.public_id}/status").json()["params_patch"] == PATCH
+    assert "xlsx" in replayer.get(reverse("console:bulk-detail", args=[bulk.public_id])).content.decode()
+    assert "xlsx" in replayer.get(reverse("console:audit")).content.decode()
