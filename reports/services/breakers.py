@@ -20,7 +20,7 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -73,11 +73,7 @@ def breaker_of(kind: str) -> KindBreaker:
     thresholds = clean_thresholds({"failures_to_open": declared.breaker_failures,
                                    "window_seconds": declared.breaker_window,
                                    "probes_to_close": declared.breaker_probes})
-    try:
-        with transaction.atomic():
-            return KindBreaker.objects.create(kind=kind, **thresholds)
-    except IntegrityError:
-        return KindBreaker.objects.get(kind=kind)
+    return KindBreaker.objects.get_or_create(kind=kind, defaults=thresholds)[0]
 
 
 def tripped_kinds():
@@ -100,12 +96,12 @@ def absorbs_failure(*, kind: str, failure: FailureInfo, now: datetime) -> bool:
                 passing_probes=0, probed_at=now)
         return True
     closed = mine.filter(state=BreakerState.CLOSED)
-    if not closed.filter(window_started_at__gte=now - timedelta(seconds=row.window_seconds)).update(
-            failures=F("failures") + 1):
-        closed.update(failures=1, window_started_at=now)
+    counted = closed.filter(window_started_at__gte=now - timedelta(seconds=row.window_seconds)).update(
+        failures=F("failures") + 1) or closed.update(failures=1, window_started_at=now)
     opened = _change(kind, "opened", "", closed.filter(failures__gte=F("failures_to_open")),
                      state=BreakerState.OPEN, opened_at=now, passing_probes=0, probed_at=now)
-    return opened or mine.filter(state__in=TRIPPED).exists()
+    # Not counted: the row was no longer closed (another attempt's failure tripped it meanwhile).
+    return opened or not counted
 
 
 def _change(kind: str, change: str, actor: str, rows, **updates) -> bool:
@@ -114,9 +110,10 @@ def _change(kind: str, change: str, actor: str, rows, **updates) -> bool:
         if not rows.update(changed_by=actor[:150], changed_at=timezone.now(), **updates):
             return False
         if change == "closed":
-            waiting = pausing.waiting_count(kind)
-            if PausedKind.objects.filter(kind=kind, paused_by=BREAKER).exists():
-                pausing.resume_kind(kind=kind, paused_by=BREAKER)
+            try:
+                waiting = pausing.resume_kind(kind=kind, paused_by=BREAKER)
+            except pausing.KindNotPaused:  # an operator's pause stays, or nobody's was left
+                waiting = pausing.waiting_count(kind)
             transaction.on_commit(lambda: concurrency.override(kind, None), robust=True)
         else:
             pausing.pause_kind(kind=kind, paused_by=BREAKER, reason=_breaker_reason(change, actor))
