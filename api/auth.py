@@ -30,6 +30,7 @@ UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 SUBMIT_PERMISSION = "reports.add_reporttask"
 OPERATOR_KINDS_PERMISSION = "reports.submit_operator_kinds"
 VIEW_PARAMS_PERMISSION = "deadletters.view_params"
+REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # edited replays, params patches
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="report-api"'}
 
 

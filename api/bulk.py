@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.http import JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint
+from api.auth import REPLAY_EDIT_PERMISSION, api_endpoint
 from api.errors import ApiError
 from api.request_body import iso, read_json_object
 from deadletters.audit import REASON_MAX, ReasonRequired, client_ip
@@ -47,7 +47,6 @@ START_FIELDS = {
     "after_breaker_of",
     "include_superseded",
 }
-REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"  # a params patch needs it too
 FILTER_FIELDS = set(FILTER_PARAMS) - {"sort"}
 
 

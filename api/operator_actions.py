@@ -8,7 +8,7 @@ import re
 from django.http import JsonResponse
 from django.urls import reverse
 
-from api.auth import api_endpoint
+from api.auth import REPLAY_EDIT_PERMISSION, api_endpoint
 from api.bulk import bulk_status_body
 from api.errors import ApiError
 from api.request_body import read_json_object
@@ -28,7 +28,6 @@ from reports.services import TaskNotReplayable
 from reports.services.breakers import ACTIONS, BOUNDS
 from reports.services.pausing import KindNotPaused
 
-REPLAY_EDIT_PERMISSION = "deadletters.replay_edited_deadletter"
 KIND_PERMISSION = "deadletters.replay_deadletter"
 LETTER_ID_RE = re.compile(r"[0-9]{1,12}\Z")
 

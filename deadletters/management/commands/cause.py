@@ -3,7 +3,6 @@ One small function per subcommand; `subcommand` declares the arguments every one
 
 import argparse
 import json
-import re
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -13,12 +12,12 @@ from deadletters.alerts.snooze import SnoozeError, lift_snooze, snooze_alerts
 from deadletters.selectors.cause_notes import cause_note
 from deadletters.selectors.causes import cause_lifecycles
 from deadletters.services.cause_lifecycle import CauseError, CauseNotFound, cause_mark_fixed
-from deadletters.services.cause_notes import NOTE_LANGUAGES, cause_note_save
+from deadletters.services.cause_notes import FINGERPRINT, NOTE_LANGUAGES, cause_note_save
 from reports.errors import InvalidParams
 
 
 def fingerprint(value: str) -> str:
-    if not re.fullmatch(r"[0-9a-f]{40}", value):
+    if not FINGERPRINT.match(value):
         raise argparse.ArgumentTypeError("a fingerprint is 40 hexadecimal characters")
     return value
 
