@@ -99,9 +99,11 @@ def start_bulk_action(
     start_at: datetime | None = None,
     source: str = "console",
     params_patch: object = None,
+    after_breaker_of: str = "",
 ) -> tuple[BulkAction, bool]:
-    """Create the BulkAction (pending, or scheduled when `start_at` is given), audit it once with its
-    item count, and enqueue its job on commit (a scheduled one's when it is due: schedule.py).
+    """Create the BulkAction (pending, or scheduled when `start_at` is given or it waits for the
+    breaker of a kind, `after_breaker_of`, checked by schedule.start_after_breaker), audit it once
+    with its item count, and enqueue its job on commit (a scheduled one's when it is due: schedule.py).
 
     `canary` k > 0 makes a replay stop after its first k replays until their outcome decides
     (canary.py): at least `canary_success` of them done, and it carries on by itself.
@@ -118,6 +120,7 @@ def start_bulk_action(
         "canary_success": validate_canary_success(canary_success),
         "start_at": check_start_at(start_at) if start_at is not None else None,
         "patch": parse_params_patch(params_patch, action=selection.action),
+        "after_breaker_of": after_breaker_of,
     }
     public_id = _token_uuid(request_token)
     existing = BulkAction.objects.filter(public_id=public_id).first()
@@ -145,12 +148,13 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
     replay = selection.action == BulkActionKind.REPLAY
     with transaction.atomic():
         total = selection.queryset().count()
+        waits = plan["start_at"] or plan["after_breaker_of"]
         if plan["canary"]:
             check_canary_fits(plan["canary"], total)
         bulk = BulkAction.objects.create(
             public_id=public_id,
             action=selection.action,
-            status=BulkActionStatus.SCHEDULED if plan["start_at"] else BulkActionStatus.PENDING,
+            status=BulkActionStatus.SCHEDULED if waits else BulkActionStatus.PENDING,
             filters=selection.as_filters_json(),
             selected_ids=list(selection.ids) if selection.scope == SCOPE_SELECTED else None,
             actor=actor[:150],
@@ -161,6 +165,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
             rate_per_second=plan["rate"],
             pause_threshold=plan["threshold"] if replay else 0,
             start_at=plan["start_at"],
+            after_breaker_of=plan["after_breaker_of"],
             canary_size=plan["canary"],
             canary_success=plan["canary_success"] if plan["canary"] else 0,
             canary_phase=CanaryPhase.PENDING if plan["canary"] else CanaryPhase.NONE,
@@ -182,6 +187,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
                 "rate_per_second": plan["rate"],
                 **({"pause_threshold": plan["threshold"]} if replay else {}),
                 **({"start_at": plan["start_at"].isoformat()} if plan["start_at"] else {}),
+                **({"after_breaker_of": plan["after_breaker_of"]} if plan["after_breaker_of"] else {}),
                 **(
                     {"canary": plan["canary"], "canary_success": plan["canary_success"]}
                     if plan["canary"]
@@ -190,7 +196,7 @@ def _create_bulk(selection, actor, ip_address, reason, plan, public_id, source) 
                 **({"params_patch": plan["patch"]} if plan["patch"] else {}),
             },
         )
-        if not plan["start_at"]:
+        if not waits:
             enqueue_after_commit(bulk.pk)
     return bulk
 

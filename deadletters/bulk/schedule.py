@@ -102,8 +102,8 @@ def scheduled_replays_of(letter: DeadLetter):
 
 def start_after_breaker(*, kind: object, **start) -> tuple[BulkAction, bool]:
     """A replay (with a canary or not) that starts once the circuit breaker of `kind` is closed:
-    start_bulk_action's run, scheduled with after_breaker_of instead of a time (its job, enqueued
-    with the start, finds it scheduled and does nothing). Raises InvalidBulkRequest naming the field."""
+    start_bulk_action's run, scheduled with after_breaker_of instead of a time. Raises
+    InvalidBulkRequest naming the field."""
     try:
         kind = check_kind(kind)
     except InvalidParams as exc:  # a kind without an upstream on this site: a conflict, as the API says
@@ -113,12 +113,7 @@ def start_after_breaker(*, kind: object, **start) -> tuple[BulkAction, bool]:
         raise InvalidBulkRequest("after_breaker_of", _("give a start time or a breaker, not both"))
     if start["selection"].action != BulkActionKind.REPLAY:
         raise InvalidBulkRequest("after_breaker_of", _("only a replay can wait for a breaker"))
-    with transaction.atomic():
-        bulk, created = start_bulk_action(**start)
-        if created and BulkAction.objects.filter(pk=bulk.pk, status=BulkActionStatus.PENDING).update(
-                status=BulkActionStatus.SCHEDULED, after_breaker_of=kind):
-            bulk.refresh_from_db()
-    return bulk, created
+    return start_bulk_action(**start, after_breaker_of=kind)
 
 
 def pause_replays_into(*, kind: str) -> int:
